@@ -1,0 +1,53 @@
+# spark-lag-assign: every target sets up what it needs (.venv, Maven-fetched jars) on first use.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+MVN    ?= mvn
+JVM    := .jvm
+export PYSPARK_PYTHON := $(abspath $(PY))
+
+.PHONY: help setup venv jvm demo test test-unit test-spark test-broker bench bench-quick broker clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+$(JVM)/.fetched: conf/pom.xml
+	@command -v $(MVN) >/dev/null || { echo "Maven (mvn) is needed to fetch the Kafka jars" >&2; exit 1; }
+	rm -rf $(JVM)/broker $(JVM)/spark-kafka
+	$(MVN) -B -q -f conf/pom.xml -P broker dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/broker
+	$(MVN) -B -q -f conf/pom.xml -P spark-kafka dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/spark-kafka
+	@touch $@
+
+venv: $(VENV)/.installed ## create .venv and install the package with its dev tools
+jvm: $(JVM)/.fetched ## fetch the Kafka broker and Spark's Kafka source with Maven
+setup: venv jvm ## both of the above
+
+demo: setup ## run the planner end to end on a local broker and local Spark (out/demo)
+	$(PY) jobs/demo.py --output out/demo
+
+test: setup ## run every test: pure, Spark, and against a real local broker
+	$(PY) -m pytest
+
+test-unit: venv ## only the pure tests (no Spark, no broker): seconds
+	$(PY) -m pytest -m "not spark and not broker"
+
+bench: setup ## benchmarks: tables and plots in out/bench
+	$(PY) -m tests.bench --output out/bench
+
+bench-quick: setup ## a fast subset of the benchmarks, for development
+	$(PY) -m tests.bench --quick --output out/bench-quick
+
+broker: setup ## keep a local broker running until Ctrl-C
+	$(PY) -m spark_lag_assign.localkafka
+
+clean: ## remove outputs (keeps .venv and .jvm)
+	rm -rf out spark-warehouse metastore_db derby.log .pytest_cache

@@ -1,0 +1,199 @@
+"""The assignor library: every strategy of DESIGN.md as a pure, deterministic function.
+
+``assign(lags, subscriptions, strategy, previous, seed)`` validates its input, runs the
+strategy (per topic, or once for the whole group), checks the invariants of the result and
+returns one row per assigned partition. Nothing here imports Spark or talks to Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spark_lag_assign.assignors import lagbased, range as range_
+from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.errors import InputError, StrategyError
+from spark_lag_assign.invariants import check_assignment
+
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("range", "topic", "Kafka's RangeAssignor", assign_topic=range_.assign_topic),
+        Strategy("lag", "topic", "the seed's LagBasedPartitionAssignor", assign_topic=lagbased.assign_topic),
+    )
+}
+DEFAULT_STRATEGY = "lag-sticky"
+
+ASSIGNMENT_COLUMNS = ("consumer", "topic", "partition", "lag")
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise StrategyError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}") from None
+
+
+def validate_lags(lags: pd.DataFrame) -> pd.DataFrame:
+    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise."""
+    if not isinstance(lags, pd.DataFrame):
+        raise InputError(f"lags must be a pandas DataFrame, not {type(lags).__name__}")
+    missing = [c for c in ("topic", "partition", "lag") if c not in lags.columns]
+    if missing:
+        raise InputError(f"lags: missing column(s) {', '.join(missing)}")
+    out = lags.loc[:, ["topic", "partition", "lag"]]
+    if not all(isinstance(t, str) and t for t in out["topic"]):
+        raise InputError("lags: column topic must hold non-empty strings")
+    for col in ("partition", "lag"):
+        if out[col].isna().any():
+            r = out[out[col].isna()].iloc[0]
+            raise InputError(f"lags: missing {col} for {r.topic}-{r.partition}")
+        if not pd.api.types.is_integer_dtype(out[col]):
+            values = pd.to_numeric(out[col], errors="coerce")
+            if values.isna().any() or (values != np.floor(values)).any():
+                raise InputError(f"lags: column {col} must hold integers")
+        if (out[col] < 0).any():
+            r = out[out[col] < 0].iloc[0]
+            raise InputError(f"lags: negative {col} {r[col]} for {r.topic}-{r.partition}")
+    out = out.astype({"partition": np.int64, "lag": np.int64})
+    dup = out.duplicated(["topic", "partition"])
+    if dup.any():
+        r = out[dup].iloc[0]
+        raise InputError(f"lags: partition {r.topic}-{r.partition} appears more than once")
+    return out.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
+
+
+def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """consumer -> sorted distinct topics, consumers in sorted order; at least one consumer."""
+    if not isinstance(subscriptions, Mapping):
+        raise InputError("subscriptions must map consumer ids to lists of topics")
+    if not subscriptions:
+        raise InputError("no consumers: subscriptions is empty")
+    out: dict[str, list[str]] = {}
+    for consumer in sorted(subscriptions):
+        topics = subscriptions[consumer]
+        if not isinstance(consumer, str) or not consumer.strip() or consumer != consumer.strip():
+            raise InputError(f"invalid consumer id {consumer!r}")
+        if isinstance(topics, str) or not all(isinstance(t, str) and t for t in topics):
+            raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
+        out[consumer] = sorted(set(topics))
+    return out
+
+
+def previous_owners(
+    previous: pd.DataFrame | None, rows: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]
+) -> list[str | None]:
+    """The previous owner of each row, where it is still a subscriber of the row's topic.
+
+    Consumers and partitions of the previous plan that no longer exist are ignored; a
+    partition listed under two consumers keeps the smaller consumer id.
+    """
+    if previous is None or len(previous) == 0:
+        return [None] * len(rows)
+    missing = [c for c in ("consumer", "topic", "partition") if c not in previous.columns]
+    if missing:
+        raise InputError(f"previous plan: missing column(s) {', '.join(missing)}")
+    prev = previous.loc[:, ["consumer", "topic", "partition"]].dropna()
+    subscribed = {(c, t) for c, topics in subscriptions.items() for t in topics}
+    keep = [(c, t) in subscribed for c, t in zip(prev["consumer"], prev["topic"])]
+    prev = prev[keep].sort_values(["topic", "partition", "consumer"], kind="stable")
+    prev = prev.drop_duplicates(["topic", "partition"], keep="first")
+    owner = {(t, int(p)): c for c, t, p in zip(prev["consumer"], prev["topic"], prev["partition"])}
+    return [owner.get((t, int(p))) for t, p in zip(rows["topic"], rows["partition"])]
+
+
+def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+    """The partitions of topics nobody subscribes to: lags rows [topic, partition, lag]."""
+    lags = validate_lags(lags)
+    subscribed = {t for topics in subscriptions.values() for t in topics}
+    return lags[~lags["topic"].isin(subscribed)].reset_index(drop=True)
+
+
+def assign(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str = DEFAULT_STRATEGY,
+    previous: pd.DataFrame | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> pd.DataFrame:
+    """Plan which consumer reads which partition.
+
+    lags: DataFrame[topic, partition, lag]; subscriptions: {consumer: [topics]};
+    previous: None or DataFrame[consumer, topic, partition] (an earlier plan).
+    Returns DataFrame[consumer, topic, partition, lag], one row per assigned partition,
+    sorted by (consumer, topic, partition). Partitions of topics nobody subscribes to are
+    left out (see ``unassigned``).
+    """
+    spec = get_strategy(strategy)
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise StrategyError(
+            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
+            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
+        )
+    subs = validate_subscriptions(subscriptions)
+    rows = validate_lags(lags)
+    subscribed = {t for topics in subs.values() for t in topics}
+    rows = rows[rows["topic"].isin(subscribed)].reset_index(drop=True)
+    prev = previous_owners(previous, rows, subs)
+    problem = GroupProblem(
+        topics=rows["topic"].to_numpy(dtype=object),
+        partitions=rows["partition"].to_numpy(dtype=np.int64),
+        lags=rows["lag"].to_numpy(dtype=np.int64),
+        subscriptions=subs,
+        consumers=list(subs),
+        previous=prev,
+        seed=int(seed),
+        options=dict(options),
+    )
+    owners = run(spec, problem)
+    out = pd.DataFrame(
+        {"consumer": np.asarray(owners, dtype=object), "topic": rows["topic"], "partition": rows["partition"],
+         "lag": rows["lag"]}
+    )
+    check_assignment(out, rows, subs)
+    return out.sort_values(["consumer", "topic", "partition"], kind="stable").reset_index(drop=True)
+
+
+def run(spec: Strategy, problem: GroupProblem) -> list[str]:
+    """The owner of each row of ``problem`` under ``spec``; per topic or for the whole group."""
+    if spec.scope == "group":
+        assert spec.assign_group is not None
+        owners = list(spec.assign_group(problem))
+    else:
+        assert spec.assign_topic is not None
+        subscribers = problem.subscribers()
+        owners = []
+        for topic, rows in problem.topic_slices():
+            owners.extend(
+                spec.assign_topic(
+                    TopicProblem(
+                        topic=topic,
+                        partitions=problem.partitions[rows],
+                        lags=problem.lags[rows],
+                        consumers=subscribers[topic],
+                        previous=list(problem.previous[rows]) if len(problem.previous) else [],
+                        seed=problem.seed,
+                    )
+                )
+            )
+    if len(owners) != len(problem.partitions):
+        raise AssertionError(f"strategy {spec.name} returned {len(owners)} owners for {len(problem.partitions)} rows")
+    return owners
+
+
+__all__ = [
+    "ASSIGNMENT_COLUMNS",
+    "DEFAULT_STRATEGY",
+    "STRATEGIES",
+    "GroupProblem",
+    "Strategy",
+    "TopicProblem",
+    "assign",
+    "get_strategy",
+    "unassigned",
+]

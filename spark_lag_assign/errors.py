@@ -1,0 +1,47 @@
+"""One exception type per way a run can fail; each message is one line naming the problem."""
+
+from __future__ import annotations
+
+
+class SparkLagAssignError(Exception):
+    """Base of every error this package raises on bad input or a failed dependency."""
+
+
+class ConfigError(SparkLagAssignError):
+    """The configuration file or the command-line options are invalid."""
+
+
+class InputError(SparkLagAssignError):
+    """Offsets, lags, subscriptions or a previous plan are malformed."""
+
+
+class StrategyError(SparkLagAssignError):
+    """An unknown strategy name or an invalid strategy option."""
+
+
+class InvariantError(SparkLagAssignError):
+    """An assignment breaks an invariant of DESIGN.md; it must never be written."""
+
+
+class KafkaReadError(SparkLagAssignError):
+    """The cluster could not be read: unreachable, refused, unknown group or topic."""
+
+
+class KafkaCommitError(SparkLagAssignError):
+    """Offsets could not be committed to the consumer group."""
+
+
+class PlanError(SparkLagAssignError):
+    """A plan file could not be read or written."""
+
+
+class PlanLockedError(PlanError):
+    """Another run holds the output directory."""
+
+
+class BrokerError(SparkLagAssignError):
+    """The local Kafka broker could not be started."""
+
+
+class JvmError(SparkLagAssignError):
+    """Java or the Maven-fetched jars are missing."""

@@ -1,0 +1,238 @@
+"""A real single-node Apache Kafka broker (KRaft) on loopback, for the demo and the tests.
+
+The broker runs from the jars that ``make jvm`` fetched with Maven (``.jvm/broker``):
+``kafka.tools.StorageTool`` formats a fresh data directory, then ``kafka.Kafka`` serves
+on 127.0.0.1 at a free port. ``LocalKafka`` is a context manager: the broker is stopped
+when the block ends, whatever ends it, and the kernel stops it if this process dies.
+
+    with LocalKafka() as kafka:
+        producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
+
+Run ``python -m spark_lag_assign.localkafka`` to keep one up until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+from spark_lag_assign import jvm
+from spark_lag_assign.errors import BrokerError
+
+log = logging.getLogger(__name__)
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cluster_id() -> str:
+    # Kafka's own Uuid: 16 random bytes, URL-safe base64 without padding; it avoids a
+    # leading '-' so that the id never reads as a command-line flag.
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+def _die_with_parent() -> list[str]:
+    """A command prefix that makes Linux SIGTERM the child when this process dies.
+
+    util-linux's setpriv sets the parent-death signal after fork, so no Python code runs
+    between fork and exec (a preexec_fn could deadlock beside Spark's JVM threads).
+    """
+    setpriv = shutil.which("setpriv")
+    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
+
+
+class LocalKafka:
+    """A single-node KRaft broker on 127.0.0.1, stopped when the ``with`` block ends."""
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str] | None = None,
+        *,
+        port: int | None = None,
+        heap: str = "512m",
+        start_timeout: float = 90.0,
+    ) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="sla-kafka-")).resolve()
+        self.port = port or free_port()
+        self.controller_port = free_port()
+        self.heap = heap
+        self.start_timeout = start_timeout
+        self.log_path = self.workdir / "broker.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _write_config(self) -> Path:
+        data = self.workdir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(data),
+            # one node: every internal topic has a single replica
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "false",
+            "num.partitions": "1",
+            "log.retention.check.interval.ms": "300000",
+        }
+        config = self.workdir / "server.properties"
+        config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        log4j = self.workdir / "log4j2.properties"
+        log4j.write_text(
+            "status = warn\n"
+            "appender.out.type = Console\n"
+            "appender.out.name = out\n"
+            "appender.out.layout.type = PatternLayout\n"
+            "appender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.out.ref = out\n"
+        )
+        return config
+
+    def _java(self, main: str, *args: str, heap: str = "256m") -> list[str]:
+        return [
+            jvm.java(),
+            f"-Xmx{heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            "-cp",
+            jvm.classpath("broker"),
+            main,
+            *args,
+        ]
+
+    def start(self) -> LocalKafka:
+        if self._proc is not None:
+            return self
+        config = self._write_config()
+        fmt = subprocess.run(
+            self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)),
+            capture_output=True,
+            text=True,
+        )
+        if fmt.returncode != 0:
+            raise BrokerError(f"formatting KRaft storage failed: {fmt.stderr.strip() or fmt.stdout.strip()}")
+        with open(self.log_path, "ab") as out:
+            self._proc = subprocess.Popen(
+                _die_with_parent() + self._java("kafka.Kafka", str(config), heap=self.heap),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        try:
+            self._wait_until_ready()
+        except BaseException:
+            self.stop()
+            raise
+        log.info("Kafka broker up at %s (log: %s)", self.bootstrap_servers, self.log_path)
+        return self
+
+    def _wait_until_ready(self) -> None:
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        deadline = time.monotonic() + self.start_timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                raise BrokerError(
+                    f"Kafka broker exited with code {self._proc.returncode} while starting; see {self.log_path}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    pass
+                admin = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap_servers, request_timeout_ms=5000, client_id="sla-localkafka"
+                )
+                try:
+                    # a group lookup succeeds only once the offsets topic exists and its
+                    # coordinator is loaded: then the broker is ready for everything we do
+                    if admin.describe_cluster().get("brokers"):
+                        admin.list_group_offsets("sla-readiness-probe")
+                        return
+                finally:
+                    admin.close()
+            except (OSError, KafkaError) as exc:
+                last = exc
+            time.sleep(0.5)
+        raise BrokerError(
+            f"Kafka broker did not answer on {self.bootstrap_servers} within {self.start_timeout:.0f}s "
+            f"({last}); see {self.log_path}"
+        )
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            except ProcessLookupError:
+                pass
+        if self._own_workdir and os.environ.get("SLA_KEEP_BROKER_DIR") != "1":
+            # keep the log of a broker that failed to start: an error message points to it
+            shutil.rmtree(self.workdir / "data", ignore_errors=True)
+
+    def __enter__(self) -> LocalKafka:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def main() -> int:
+    """Run a broker in the foreground until interrupted."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with LocalKafka() as kafka:
+        print(f"bootstrap servers: {kafka.bootstrap_servers}  (log: {kafka.log_path}); Ctrl-C stops it", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""The local SparkSession of the demo, the tests and the CLI (never used by transforms)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from spark_lag_assign import jvm
+
+LOG4J_CONF = jvm.REPO_ROOT / "conf" / "log4j2-spark.properties"
+
+
+def local_conf(*, with_kafka: bool = True, cores: int = 2, shuffle_partitions: int = 4) -> dict[str, str]:
+    """Spark settings for local mode: small, quiet, UTC, and the Kafka source's jars when asked."""
+    conf = {
+        "spark.master": f"local[{cores}]",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.memory": "2g",
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+    }
+    if LOG4J_CONF.exists():
+        opt = f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}"
+        conf["spark.driver.extraJavaOptions"] = opt
+        conf["spark.executor.extraJavaOptions"] = opt
+    if with_kafka:
+        conf["spark.jars"] = jvm.spark_kafka_jars()
+    return conf
+
+
+def local_session(app_name: str = "spark-lag-assign", **kwargs: object):  # -> SparkSession
+    """A local SparkSession whose pandas-UDF workers run this interpreter (they need pyarrow)."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in local_conf(**kwargs).items():  # type: ignore[arg-type]
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def spark_submit() -> Path:
+    """The spark-submit script of the installed PySpark."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-submit"

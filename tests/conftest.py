@@ -1,0 +1,57 @@
+"""Shared fixtures: one SparkSession and one real Kafka broker per test session.
+
+Tests that use them carry the ``spark`` / ``broker`` marker (added here automatically from
+the fixtures they request), so ``pytest -m "not spark and not broker"`` runs the pure suite
+in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from spark_lag_assign.localkafka import LocalKafka
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "spark" in fixtures:
+            item.add_marker(pytest.mark.spark)
+        if "kafka" in fixtures:
+            item.add_marker(pytest.mark.broker)
+
+
+@pytest.fixture(scope="session")
+def spark():  # -> SparkSession
+    from spark_lag_assign.session import local_session
+
+    session = local_session("spark-lag-assign-tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A real single-node KRaft broker on loopback; its log is printed if a test fails."""
+    from spark_lag_assign.localkafka import LocalKafka
+
+    with LocalKafka(tmp_path_factory.mktemp("kafka")) as broker:
+        yield broker
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    broker = item.funcargs.get("kafka") if hasattr(item, "funcargs") else None
+    if report.failed and broker is not None:
+        report.sections.append(("local Kafka broker", f"broker log: {broker.log_path}"))

@@ -1,0 +1,87 @@
+"""The lag rules of DESIGN.md, without Spark or a broker."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from spark_lag_assign.errors import InputError
+from spark_lag_assign.lag import EARLIEST, LATEST, compute_lag
+
+
+def offsets(*rows: tuple[str, int, int, int, int | None]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["topic", "partition", "beginning_offset", "end_offset", "committed_offset"])
+
+
+def one(reset: str, beginning: int, end: int, committed: int | None) -> dict[str, object]:
+    return compute_lag(offsets(("t", 0, beginning, end, committed)), reset).iloc[0].to_dict()
+
+
+@pytest.mark.parametrize("reset", ["earliest", "latest", "none"])
+def test_committed_within_range_is_end_minus_committed_whatever_the_reset(reset: str) -> None:
+    row = one(reset, 10, 100, 40)
+    assert (row["lag"], row["position"], row["out_of_range"], row["starting_offset"]) == (60, 40, False, 40)
+
+
+def test_committed_at_either_end_of_the_range_is_valid() -> None:
+    assert one("latest", 10, 100, 10)["lag"] == 90
+    assert one("latest", 10, 100, 100)["lag"] == 0
+
+
+def test_no_commit_with_latest_has_no_lag_and_starts_at_latest() -> None:
+    row = one("latest", 10, 100, None)
+    assert (row["lag"], row["position"], row["out_of_range"], row["starting_offset"]) == (0, 100, False, LATEST)
+
+
+@pytest.mark.parametrize("reset", ["earliest", "none"])
+def test_no_commit_with_earliest_or_any_other_reset_counts_every_available_message(reset: str) -> None:
+    row = one(reset, 10, 100, None)
+    assert (row["lag"], row["position"], row["out_of_range"], row["starting_offset"]) == (90, 10, False, EARLIEST)
+
+
+@pytest.mark.parametrize(
+    ("reset", "committed", "lag", "position", "marker"),
+    [
+        ("earliest", 5, 90, 10, EARLIEST),  # retention deleted data below the commit
+        ("latest", 5, 0, 100, LATEST),
+        ("earliest", 250, 90, 10, EARLIEST),  # topic recreated: commit beyond the end
+        ("latest", 250, 0, 100, LATEST),
+    ],
+)
+def test_commit_outside_the_range_applies_the_reset_rule_and_is_flagged(
+    reset: str, committed: int, lag: int, position: int, marker: int
+) -> None:
+    row = one(reset, 10, 100, committed)
+    assert (row["lag"], row["position"], row["out_of_range"], row["starting_offset"]) == (lag, position, True, marker)
+
+
+def test_seed_000_backlog() -> None:
+    got = compute_lag(
+        offsets(("t0", 0, 0, 100_000, 0), ("t0", 1, 0, 150_000, 100_000), ("t0", 2, 0, 60_000, None)), "earliest"
+    )
+    assert got["lag"].tolist() == [100_000, 50_000, 60_000]
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (offsets(("t", 0, 0, 10, 5)).drop(columns="end_offset"), "missing column(s) end_offset"),
+        (offsets(("t", 0, -1, 10, 5)), "negative beginning_offset"),
+        (offsets(("t", 0, 0, 10, -3)), "negative committed_offset"),
+        (offsets(("t", 0, 20, 10, 5)), "beginning_offset 20 > end_offset 10"),
+        (offsets(("t", 0, 0, 10, 5), ("t", 0, 0, 10, 5)), "t-0 appears more than once"),
+        (offsets(("t", 0, 0, 10, 5)).assign(end_offset="ten"), "column end_offset must hold integers"),
+        (offsets(("t", 0, 0, 10, 5)).assign(end_offset=1.5), "column end_offset must hold integers"),
+        (offsets(("", 0, 0, 10, 5)), "column topic must hold non-empty strings"),
+    ],
+)
+def test_malformed_offsets_get_a_one_line_error_naming_the_problem(frame: pd.DataFrame, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        compute_lag(frame)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_reset_policy_is_refused() -> None:
+    with pytest.raises(InputError, match="unknown reset policy 'smallest'"):
+        compute_lag(offsets(("t", 0, 0, 10, None)), "smallest")
