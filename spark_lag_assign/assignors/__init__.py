@@ -13,17 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.assignors import lagbased, range as range_
+from spark_lag_assign.assignors import lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
 from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.invariants import check_assignment
 
+#: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
 STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        Strategy("range", "topic", "Kafka's RangeAssignor", assign_topic=range_.assign_topic),
-        Strategy("lag", "topic", "the seed's LagBasedPartitionAssignor", assign_topic=lagbased.assign_topic),
-    )
+    m.STRATEGY.name: m.STRATEGY for m in (range_, roundrobin, lagbased, shuffle, sticky, lagsticky)
 }
 DEFAULT_STRATEGY = "lag-sticky"
 

@@ -19,7 +19,7 @@ import heapq
 
 import numpy as np
 
-from spark_lag_assign.assignors.base import TopicProblem
+from spark_lag_assign.assignors.base import Strategy, TopicProblem
 
 
 def assign_topic(problem: TopicProblem) -> list[str]:
@@ -34,3 +34,8 @@ def assign_topic(problem: TopicProblem) -> list[str]:
         owners[row] = consumer
         heapq.heapreplace(heap, (count + 1, total + int(lags[row]), consumer))
     return owners
+
+
+STRATEGY = Strategy(
+    "lag", "topic", "the seeds' LagBasedPartitionAssignor: per topic, by decreasing lag", assign_topic=assign_topic
+)

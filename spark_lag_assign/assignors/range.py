@@ -12,7 +12,7 @@ The remainder lands on the same first consumers for every topic: the imbalance o
 
 from __future__ import annotations
 
-from spark_lag_assign.assignors.base import TopicProblem
+from spark_lag_assign.assignors.base import Strategy, TopicProblem
 
 
 def assign_topic(problem: TopicProblem) -> list[str]:
@@ -22,3 +22,6 @@ def assign_topic(problem: TopicProblem) -> list[str]:
     for i, consumer in enumerate(consumers):
         owners.extend([consumer] * (per_consumer + (1 if i < extra else 0)))
     return owners
+
+
+STRATEGY = Strategy("range", "topic", "Kafka's RangeAssignor: per topic, consecutive blocks", assign_topic=assign_topic)
