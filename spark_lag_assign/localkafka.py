@@ -220,6 +220,63 @@ class LocalKafka:
         self.stop()
 
 
+# -- helpers for demos and tests on any broker --------------------------------------------
+
+
+def create_topic(bootstrap_servers: str, topic: str, partitions: int) -> None:
+    """Create a topic (replication 1) and wait until its partitions have leaders."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="sla-localkafka")
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+        admin.wait_for_topics([topic], timeout_ms=30000)
+    finally:
+        admin.close()
+
+
+def produce(bootstrap_servers: str, topic: str, counts: dict[int, int], start: dict[int, int] | None = None) -> int:
+    """Append ``counts[p]`` records to each partition ``p``; values are ``b"<topic>:<p>:<seq>"``.
+
+    ``start`` numbers the sequence from an earlier call, so that every record of a topic is
+    unique and a reader can tell exactly which ones it got.
+    """
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap_servers, linger_ms=20, batch_size=256 * 1024, acks=1, client_id="sla-localkafka"
+    )
+    sent = 0
+    try:
+        for partition in sorted(counts):
+            first = (start or {}).get(partition, 0)
+            for seq in range(first, first + counts[partition]):
+                producer.send(topic, value=f"{topic}:{partition}:{seq}".encode(), partition=partition)
+                sent += 1
+        producer.flush(timeout=120)
+    finally:
+        producer.close()
+    return sent
+
+
+def commit(bootstrap_servers: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit offsets for a group that has no active members (as a pipeline's progress would)."""
+    from kafka import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="sla-localkafka")
+    try:
+        result = admin.alter_group_offsets(
+            group, {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in sorted(offsets.items())}
+        )
+    finally:
+        admin.close()
+    failed = {f"{tp.topic}-{tp.partition}": err.__name__ for tp, err in result.items() if err.__name__ != "NoError"}
+    if failed:
+        raise BrokerError(f"committing offsets for group {group} failed: {failed}")
+
+
 def main() -> int:
     """Run a broker in the foreground until interrupted."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from spark_lag_assign import jvm
@@ -11,10 +12,13 @@ from spark_lag_assign import jvm
 LOG4J_CONF = jvm.REPO_ROOT / "conf" / "log4j2-spark.properties"
 
 
-def local_conf(*, with_kafka: bool = True, cores: int = 2, shuffle_partitions: int = 4) -> dict[str, str]:
+def local_conf(*, with_kafka: bool = True, master: str = "local[2]", shuffle_partitions: int = 4) -> dict[str, str]:
     """Spark settings for local mode: small, quiet, UTC, and the Kafka source's jars when asked."""
     conf = {
-        "spark.master": f"local[{cores}]",
+        "spark.master": master,
+        # loopback only: nothing here needs the network, and no warning about the host name
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
@@ -32,14 +36,21 @@ def local_conf(*, with_kafka: bool = True, cores: int = 2, shuffle_partitions: i
     return conf
 
 
-def local_session(app_name: str = "spark-lag-assign", **kwargs: object):  # -> SparkSession
+def local_session(
+    app_name: str = "spark-lag-assign",
+    *,
+    with_kafka: bool = True,
+    master: str = "local[2]",
+    extra: Mapping[str, str] | None = None,
+):  # -> SparkSession
     """A local SparkSession whose pandas-UDF workers run this interpreter (they need pyarrow)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
-    for key, value in local_conf(**kwargs).items():  # type: ignore[arg-type]
+    for key, value in {**local_conf(with_kafka=with_kafka, master=master), **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

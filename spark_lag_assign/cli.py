@@ -1,0 +1,208 @@
+"""The ``spark-lag-assign`` command: plan, snapshot, show.
+
+    spark-lag-assign plan --bootstrap-servers HOST:9092 --group G --topics a,b --consumers c0,c1 --output DIR
+    spark-lag-assign plan --offsets offsets.parquet --subscriptions subs.json --output DIR
+    spark-lag-assign snapshot --bootstrap-servers HOST:9092 --group G --topics a,b --output offsets.parquet
+    spark-lag-assign show DIR
+
+``jobs/plan_assignments.py`` is the same ``plan`` command for ``spark-submit``. Bad input
+ends with one line on stderr naming the problem and exit status 1; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from spark_lag_assign import __version__
+from spark_lag_assign.errors import ConfigError, SparkLagAssignError
+
+log = logging.getLogger("spark_lag_assign")
+
+SessionFactory = Callable[[dict[str, str], str | None], Any]
+
+
+def _key_values(pairs: Sequence[str] | None, what: str) -> dict[str, Any] | None:
+    """``["k=v", ...]`` -> dict; values are read as JSON where they parse (numbers, booleans)."""
+    if not pairs:
+        return None
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {pair!r} is not KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="a TOML config file (see conf/)")
+    p.add_argument("--bootstrap-servers", metavar="HOSTS", help="live: the cluster's bootstrap servers")
+    p.add_argument("--group", metavar="G", help="live: the consumer group whose offsets to read")
+    p.add_argument("--topics", metavar="A,B", help="the topics to plan")
+    p.add_argument("--topic-pattern", metavar="REGEX", help="plan every topic matching this regex")
+    p.add_argument(
+        "--kafka-option", metavar="K=V", action="append", help="a kafka-python client option (repeatable)"
+    )
+    p.add_argument("--timeout-ms", type=int, metavar="MS", help="how long to wait for the cluster (default 15000)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spark-lag-assign",
+        description="Plan which consumer reads which Kafka partitions so that lag is spread evenly.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="plan and write the next generation of the plan")
+    _add_source(p)
+    p.add_argument("--offsets", metavar="FILE", help="offline: an offsets snapshot (.csv, .jsonl, .parquet)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--consumers", metavar="C0,C1", help="consumer ids, each subscribed to every planned topic")
+    who.add_argument("--subscriptions", metavar="FILE", help='JSON {"consumer": ["topic", ...]}')
+    p.add_argument("--strategy", metavar="NAME", help="range, roundrobin, lag, shuffle, sticky, lag-sticky (default)")
+    p.add_argument("--reset", choices=["earliest", "latest", "none"], help="the group's auto.offset.reset (default latest)")
+    p.add_argument("--seed", type=int, help="seed of the shuffle strategy (default 0)")
+    p.add_argument("--option", metavar="K=V", action="append", help="a strategy option, e.g. tolerance=0.05")
+    p.add_argument("--output", metavar="DIR", help="the plan directory (its current plan is the previous one)")
+    p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
+    p.add_argument("--timings", action="store_true", help="time each phase apart (materializes the lag stage)")
+
+    s = sub.add_parser("snapshot", help="save a live group's offsets to a file, to replay offline")
+    _add_source(s)
+    s.add_argument("--output", metavar="FILE", required=True, help="where to write (.csv, .jsonl or .parquet)")
+
+    w = sub.add_parser("show", help="print a plan with its quality metrics and what moved")
+    w.add_argument("directory", metavar="DIR")
+    w.add_argument("--generation", type=int, metavar="N", help="an older generation instead of the current one")
+    w.add_argument("--limit", type=int, default=40, metavar="N", help="consumers to list (default 40)")
+    return parser
+
+
+def local_session_factory(spark_conf: dict[str, str], master: str | None) -> Any:
+    from spark_lag_assign.session import local_session
+
+    if master and not master.startswith("local"):
+        raise ConfigError(f"--master {master}: the console script runs local Spark; use spark-submit for a cluster")
+    return local_session("spark-lag-assign", with_kafka=False, master=master or "local[2]", extra=spark_conf)
+
+
+def _source_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "bootstrap_servers": args.bootstrap_servers,
+        "group": args.group,
+        "topics": args.topics,
+        "topic_pattern": args.topic_pattern,
+        "client": _key_values(args.kafka_option, "--kafka-option"),
+        "timeout_ms": args.timeout_ms,
+    }
+
+
+def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
+    from spark_lag_assign import config, job, report
+
+    settings = config.settings(
+        args.config,
+        **_source_overrides(args),
+        offsets=args.offsets,
+        consumers=args.consumers,
+        subscriptions=args.subscriptions,
+        strategy=args.strategy,
+        reset=args.reset,
+        seed=args.seed,
+        options=_key_values(args.option, "--option"),
+        output=args.output,
+    )
+    spark = session_factory(settings.spark, args.master)
+    result = job.run(settings, spark, materialize=args.timings)
+    print(report.summary(result.plan))
+    if args.timings:
+        print("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.phases.items()))
+    print(f"wrote {args.output or settings.output}/plan.json (generation {result.plan['generation']})")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from spark_lag_assign import config, offsets
+
+    overrides = _source_overrides(args)
+    sections = config.load_file(args.config) if args.config else {"kafka": {}}
+    merged = {**sections["kafka"], **{k: v for k, v in overrides.items() if v is not None}}
+    if not merged.get("bootstrap_servers") or not merged.get("group"):
+        raise ConfigError("snapshot needs bootstrap_servers and group")
+    topics = merged.get("topics")
+    if isinstance(topics, str):
+        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    frame = offsets.read_offsets(
+        merged["bootstrap_servers"],
+        merged["group"],
+        topics=topics,
+        topic_pattern=merged.get("topic_pattern"),
+        client_options=merged.get("client"),
+        timeout_ms=int(merged.get("timeout_ms", 15000)),
+    )
+    path = offsets.write_snapshot(frame, args.output)
+    print(f"wrote {len(frame)} partitions of {frame['topic'].nunique()} topic(s) to {path}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from spark_lag_assign import plan as plan_io, report
+
+    current = (
+        plan_io.read_plan(args.directory)
+        if args.generation is None
+        else plan_io.read_generation(args.directory, args.generation)
+    )
+    if current is None:
+        raise ConfigError(f"{args.directory} has no generation {args.generation}")
+    print(report.summary(current, args.limit))
+    previous = plan_io.read_generation(args.directory, current["generation"] - 1) if current["generation"] > 1 else None
+    if previous is not None:
+        print(report.moves(previous, current))
+    return 0
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    # PythonException carries the worker's traceback: its last line is the error itself
+    return (lines[-1] if "Traceback" in str(exc) else lines[0]) if lines else type(exc).__name__
+
+
+def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # kafka-python logs every failed connection attempt at ERROR; our one-line error says it once
+    logging.getLogger("kafka").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
+    try:
+        if args.command == "plan":
+            return cmd_plan(args, session_factory or local_session_factory)
+        if args.command == "snapshot":
+            return cmd_snapshot(args)
+        return cmd_show(args)
+    except SparkLagAssignError as exc:
+        print(f"spark-lag-assign: error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - Spark's and py4j's errors, reduced to one line
+        if not type(exc).__module__.startswith(("pyspark", "py4j")):
+            raise
+        print(f"spark-lag-assign: error: Spark failed: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("spark-lag-assign: interrupted; the previous plan is unchanged", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

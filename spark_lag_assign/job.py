@@ -1,0 +1,153 @@
+"""The planning job: extract -> transform -> check -> load.
+
+1. extract the group's offsets (live with kafka-python, or a snapshot file) and the
+   previous plan of the output directory;
+2. transform in Spark: lag rules (pandas UDF), then the assignor (applyInPandas);
+3. check the collected plan with the invariant checker;
+4. load: write the next generation atomically and print a summary.
+
+Every step before the write may fail; none of them touches the output directory, whose lock
+is held from before the previous plan is read until the new one is in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from spark_lag_assign import metrics, offsets as offsets_io, plan as plan_io
+from spark_lag_assign.assignors import validate_subscriptions
+from spark_lag_assign.config import Settings
+from spark_lag_assign.errors import InputError
+from spark_lag_assign.invariants import check_assignment
+from spark_lag_assign.lag import lag_columns
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Timings:
+    """Wall time per phase, in seconds (the benchmark prints them)."""
+
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.perf_counter() - start
+
+
+@dataclass
+class Result:
+    plan: plan_io.Plan
+    path: Path
+    quality: metrics.Quality
+    out_of_range: int
+    timings: Timings
+
+
+def extract_offsets(settings: Settings) -> pd.DataFrame:
+    """The offsets table of the run's source, validated."""
+    if settings.offsets is not None:
+        frame = offsets_io.read_snapshot(settings.offsets)
+        wanted = set(settings.topics) | set(settings.subscribed_topics())
+        missing = sorted(wanted - set(frame["topic"]))
+        if missing:
+            raise InputError(f"topic(s) not in the snapshot {settings.offsets}: {', '.join(missing)}")
+        if settings.topics:
+            frame = frame[frame["topic"].isin(set(settings.topics) | wanted)].reset_index(drop=True)
+        return frame
+    assert settings.bootstrap_servers and settings.group
+    topics = settings.topics or tuple(settings.subscribed_topics())
+    return offsets_io.read_offsets(
+        settings.bootstrap_servers,
+        settings.group,
+        topics=topics or None,
+        topic_pattern=settings.topic_pattern,
+        client_options=settings.client,
+        timeout_ms=settings.timeout_ms,
+    )
+
+
+def plan_rows(
+    spark: Any,
+    offsets: pd.DataFrame,
+    subscriptions: Mapping[str, list[str]],
+    settings: Settings,
+    previous: pd.DataFrame | None,
+    timings: Timings,
+    materialize: bool = False,
+) -> pd.DataFrame:
+    """Run lag rules and the assignor in Spark; the plan rows, one per partition, on the driver."""
+    from spark_lag_assign import pipeline
+
+    with timings.phase("read"):
+        frame = offsets.astype({"partition": "int32"})
+        df = spark.createDataFrame(frame, schema=pipeline.OFFSETS_SCHEMA)
+    with timings.phase("lag"):
+        lags = df.transform(pipeline.with_lag(settings.reset))
+        if materialize:  # only to time the phases apart; otherwise Spark runs them as one job
+            lags = lags.cache()
+            lags.count()
+    prev_df = None
+    if previous is not None and len(previous):
+        prev_df = spark.createDataFrame(previous.astype({"partition": "int32"}), schema=pipeline.PREVIOUS_SCHEMA)
+    with timings.phase("assign"):
+        planned = lags.transform(pipeline.with_previous_owner(prev_df)).transform(
+            pipeline.assign_partitions(subscriptions, settings.strategy, settings.seed, settings.options)
+        )
+        rows = planned.toPandas()
+    if materialize:
+        lags.unpersist()
+    return rows
+
+
+def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
+    """Plan once and write the next generation to ``settings.output``."""
+    timings = Timings()
+    plan_io.check_writable(settings.output)
+    with plan_io.locked(settings.output):
+        current = plan_io.read_current(settings.output)
+        previous = plan_io.assignment_frame(current) if current else None
+        with timings.phase("extract"):
+            offsets = extract_offsets(settings)
+        topics = sorted(set(offsets["topic"]))
+        subscriptions = validate_subscriptions(settings.resolved_subscriptions(topics))
+        rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings, materialize)
+        with timings.phase("check"):
+            assigned = rows[rows["consumer"].notna()]
+            check_assignment(assigned, rows, subscriptions)
+            quality = metrics.quality(assigned, subscriptions, previous)
+            out_of_range = _out_of_range(offsets)
+        with timings.phase("write"):
+            doc = plan_io.build_plan(
+                rows,
+                subscriptions,
+                generation=(current["generation"] + 1) if current else 1,
+                strategy=settings.strategy,
+                reset=settings.reset,
+                seed=settings.seed,
+                group=settings.group,
+                source=settings.source,
+                options=settings.options,
+                quality={**quality.as_dict(), "out_of_range": out_of_range},
+            )
+            path = plan_io.write_plan(settings.output, doc)
+    log.info("wrote generation %d to %s", doc["generation"], path)
+    return Result(doc, path, quality, out_of_range, timings)
+
+
+def _out_of_range(offsets: pd.DataFrame) -> int:
+    """Partitions whose committed offset lies outside the log (the lag rules reset them)."""
+    rules = lag_columns(offsets["beginning_offset"], offsets["end_offset"], offsets["committed_offset"])
+    return int(rules["out_of_range"].sum())

@@ -1,0 +1,180 @@
+"""Extract: a consumer group's offsets, live from Kafka (kafka-python) or from a snapshot file.
+
+Both give the offsets table of DESIGN.md, one row per partition:
+``topic, partition, beginning_offset, end_offset, committed_offset`` (null where the group
+has committed nothing). Snapshots are CSV, JSON lines or Parquet with those columns.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from spark_lag_assign.errors import InputError, KafkaReadError
+from spark_lag_assign.lag import OFFSET_COLUMNS, validate_offsets
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SNAPSHOT_FORMATS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet"}
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+
+@contextmanager
+def admin_client(
+    bootstrap_servers: str, client_options: Mapping[str, Any] | None = None, timeout_ms: int = 15000
+) -> Iterator[Any]:
+    """A kafka-python admin client; an unreachable or refusing cluster is a KafkaReadError."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    options = {
+        "request_timeout_ms": timeout_ms,
+        "bootstrap_timeout_ms": timeout_ms,
+        "client_id": "spark-lag-assign",
+        **(client_options or {}),
+    }
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **options)
+    except KafkaError as exc:
+        raise KafkaReadError(f"cannot reach Kafka at {bootstrap_servers}: {_one_line(exc)}") from None
+    except (TypeError, ValueError, AssertionError) as exc:  # kafka-python's check of its own options
+        raise KafkaReadError(f"invalid Kafka client option: {_one_line(exc)}") from None
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def _retrying(what: str, call: Callable[[], T], deadline: float) -> T:
+    """Retry kafka-python's retriable errors (coordinator loading, leader moving) until the deadline."""
+    from kafka.errors import KafkaError
+
+    while True:
+        try:
+            return call()
+        except KafkaError as exc:
+            if not getattr(exc, "retriable", False) or time.monotonic() > deadline:
+                raise KafkaReadError(f"{what}: {_one_line(exc)}") from None
+            log.debug("%s: %s, retrying", what, exc)
+            time.sleep(0.5)
+
+
+def resolve_topics(all_topics: Sequence[str], topics: Sequence[str] | None, pattern: str | None) -> list[str]:
+    """The topics to plan: the named ones (all must exist) or those matching the pattern."""
+    existing = set(all_topics)
+    if topics:
+        missing = sorted(set(topics) - existing)
+        if missing:
+            raise KafkaReadError(f"topic(s) not found in the cluster: {', '.join(missing)}")
+        return sorted(set(topics))
+    if pattern:
+        try:
+            regex = re.compile(pattern)
+        except re.error as exc:
+            raise InputError(f"invalid topic pattern {pattern!r}: {exc}") from None
+        found = sorted(t for t in existing if regex.fullmatch(t) and not t.startswith("__"))
+        if not found:
+            raise KafkaReadError(f"no topic matches the pattern {pattern!r}")
+        return found
+    raise InputError("name the topics to plan (topics) or a topic pattern (topic_pattern)")
+
+
+def read_offsets(
+    bootstrap_servers: str,
+    group: str,
+    *,
+    topics: Sequence[str] | None = None,
+    topic_pattern: str | None = None,
+    client_options: Mapping[str, Any] | None = None,
+    timeout_ms: int = 15000,
+) -> pd.DataFrame:
+    """The group's offsets for every partition of the chosen topics, read live with kafka-python."""
+    from kafka.admin import OffsetSpec
+    from kafka.structs import TopicPartition
+
+    deadline = time.monotonic() + timeout_ms / 1000
+    with admin_client(bootstrap_servers, client_options, timeout_ms) as admin:
+        chosen = resolve_topics(_retrying("listing topics", admin.list_topics, deadline), topics, topic_pattern)
+        described = _retrying("describing topics", lambda: admin.describe_topics(chosen), deadline)
+        tps = sorted(
+            (TopicPartition(t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"]))
+            for t in described
+            for p in t["partitions"]
+        )
+        committed = _retrying("reading the group's committed offsets", lambda: admin.list_group_offsets(group), deadline)
+        committed = committed.get(group, {})
+        if not committed:
+            state = _retrying("describing the group", lambda: admin.describe_groups([group]), deadline)
+            if state.get(group, {}).get("group_state", "Dead") == "Dead":
+                raise KafkaReadError(f"unknown consumer group {group!r}: it has no members and no committed offsets")
+        if not tps:
+            return pd.DataFrame(columns=list(OFFSET_COLUMNS))
+        earliest = _retrying(
+            "reading beginning offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps}), deadline
+        )
+        latest = _retrying(
+            "reading end offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}), deadline
+        )
+    rows = []
+    for tp in tps:
+        meta = committed.get(tp)
+        offset = getattr(meta, "offset", -1) if meta is not None else -1
+        rows.append((tp.topic, tp.partition, earliest[tp].offset, latest[tp].offset, offset if offset >= 0 else None))
+    frame = pd.DataFrame(rows, columns=list(OFFSET_COLUMNS))
+    frame["committed_offset"] = frame["committed_offset"].astype("Int64")
+    return validate_offsets(frame, f"offsets of group {group}")
+
+
+def snapshot_format(path: Path) -> str:
+    fmt = SNAPSHOT_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise InputError(f"{path}: unknown snapshot format; use .csv, .jsonl or .parquet")
+    return fmt
+
+
+def read_snapshot(path: str | Path) -> pd.DataFrame:
+    """An offsets snapshot file (CSV, JSON lines, Parquet), validated."""
+    path = Path(path)
+    fmt = snapshot_format(path)
+    if not path.is_file():
+        raise InputError(f"offsets snapshot {path} does not exist")
+    try:
+        if fmt == "csv":
+            frame = pd.read_csv(path, dtype={"topic": str})
+        elif fmt == "json":
+            frame = pd.read_json(path, lines=True, dtype={"topic": str})
+        else:
+            frame = pd.read_parquet(path)
+    except (ValueError, OSError, pd.errors.ParserError) as exc:
+        raise InputError(f"{path}: not a readable {fmt} snapshot: {_one_line(exc)}") from None
+    return validate_offsets(frame, str(path))
+
+
+def write_snapshot(offsets: pd.DataFrame, path: str | Path) -> Path:
+    """Save an offsets table (validated) so that runs can be replayed offline."""
+    path = Path(path)
+    fmt = snapshot_format(path)
+    frame = validate_offsets(offsets, "offsets")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if fmt == "csv":
+        frame.to_csv(tmp, index=False)
+    elif fmt == "json":
+        frame.to_json(tmp, orient="records", lines=True)
+    else:
+        frame.to_parquet(tmp, index=False)
+    tmp.replace(path)
+    return path

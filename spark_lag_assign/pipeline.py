@@ -1,0 +1,188 @@
+"""Transform: the Spark side of the planner, as ``DataFrame -> DataFrame`` functions.
+
+    offsets ──with_lag(reset)──▶ lags ──with_previous_owner(prev)──▶ ──assign_partitions(...)──▶ plan
+
+``with_lag`` runs the lag rules of ``spark_lag_assign.lag`` in a pandas UDF;
+``assign_partitions`` runs the pure assignors in ``applyInPandas``: one group per topic
+for the per-topic strategies (range, lag, shuffle), one global group for those that need
+the whole group at once (roundrobin, sticky, lag-sticky). Either way the rows it returns
+are exactly those of ``spark_lag_assign.assign`` on the same input. None of these functions
+reads, writes or creates a session; the job composes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf
+from pyspark.sql.types import (
+    BooleanType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from spark_lag_assign.assignors import TopicProblem, assign, get_strategy
+from spark_lag_assign.lag import lag_columns
+
+OFFSETS_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("beginning_offset", LongType(), False),
+        StructField("end_offset", LongType(), False),
+        StructField("committed_offset", LongType(), True),
+    ]
+)
+# a pandas UDF's struct fields are nullable by Spark's rule, although the lag rules never give null
+LAG_RULES_SCHEMA = StructType(
+    [
+        StructField("lag", LongType(), True),
+        StructField("position", LongType(), True),
+        StructField("out_of_range", BooleanType(), True),
+        StructField("starting_offset", LongType(), True),
+    ]
+)
+LAGS_SCHEMA = StructType(OFFSETS_SCHEMA.fields + LAG_RULES_SCHEMA.fields)
+PREVIOUS_SCHEMA = StructType(
+    [
+        StructField("consumer", StringType(), False),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+    ]
+)
+#: one row per partition; ``consumer`` is null for partitions of topics nobody subscribes to
+PLAN_SCHEMA = StructType(
+    [
+        StructField("consumer", StringType(), True),
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("lag", LongType(), False),
+        StructField("starting_offset", LongType(), False),
+    ]
+)
+
+Transform = Callable[[DataFrame], DataFrame]
+
+
+def with_lag(reset: str = "latest") -> Transform:
+    """offsets -> offsets + lag, position, out_of_range, starting_offset (the lag rules, in a pandas UDF)."""
+
+    @pandas_udf(LAG_RULES_SCHEMA)  # type: ignore[call-overload]
+    def lag_rules(beginning: pd.Series, end: pd.Series, committed: pd.Series) -> pd.DataFrame:
+        return lag_columns(beginning, end, committed, reset)
+
+    def transform(offsets: DataFrame) -> DataFrame:
+        rules = lag_rules(offsets["beginning_offset"], offsets["end_offset"], offsets["committed_offset"])
+        return offsets.withColumn("_rules", rules).select(*offsets.columns, "_rules.*")
+
+    return transform
+
+
+def with_previous_owner(previous: DataFrame | None) -> Transform:
+    """lags -> lags + previous_owner (the owner in the previous plan, null where none)."""
+
+    def transform(lags: DataFrame) -> DataFrame:
+        if previous is None:
+            return lags.withColumn("previous_owner", F.lit(None).cast(StringType()))
+        owners = previous.select(
+            F.col("topic"), F.col("partition").cast(IntegerType()), F.col("consumer").alias("previous_owner")
+        ).dropDuplicates(["topic", "partition"])
+        return lags.join(owners, on=["topic", "partition"], how="left")
+
+    return transform
+
+
+def _topic_rows(
+    strategy: str, subscribers: Mapping[str, Sequence[str]], seed: int
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The applyInPandas function of a per-topic strategy: one topic's rows -> their owners."""
+
+    def apply(rows: pd.DataFrame) -> pd.DataFrame:
+        rows = rows.sort_values("partition", kind="stable")
+        consumers = list(subscribers.get(str(rows["topic"].iloc[0]), ()))
+        if consumers:
+            allowed = set(consumers)
+            problem = TopicProblem(
+                topic=str(rows["topic"].iloc[0]),
+                partitions=rows["partition"].to_numpy(dtype=np.int64),
+                lags=rows["lag"].to_numpy(dtype=np.int64),
+                consumers=consumers,
+                previous=[o if o in allowed else None for o in rows["previous_owner"]],
+                seed=seed,
+            )
+            owners: Sequence[str | None] = list(get_strategy(strategy).assign_topic(problem))  # type: ignore[misc]
+        else:
+            owners = [None] * len(rows)
+        return pd.DataFrame(
+            {
+                "consumer": pd.Series(owners, dtype=object),
+                "topic": rows["topic"].to_numpy(),
+                "partition": rows["partition"].to_numpy(dtype=np.int32),
+                "lag": rows["lag"].to_numpy(dtype=np.int64),
+                "starting_offset": rows["starting_offset"].to_numpy(dtype=np.int64),
+            }
+        )
+
+    return apply
+
+
+def _group_rows(
+    strategy: str, subscriptions: Mapping[str, Sequence[str]], seed: int, options: Mapping[str, Any]
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """The applyInPandas function of a whole-group strategy: every row -> its owner, via ``assign``."""
+
+    def apply(rows: pd.DataFrame) -> pd.DataFrame:
+        owned = rows[rows["previous_owner"].notna()]
+        previous = pd.DataFrame(
+            {"consumer": owned["previous_owner"], "topic": owned["topic"], "partition": owned["partition"]}
+        )
+        planned = assign(rows[["topic", "partition", "lag"]], subscriptions, strategy, previous, seed, **options)
+        out = rows[["topic", "partition", "lag", "starting_offset"]].merge(
+            planned[["consumer", "topic", "partition"]], on=["topic", "partition"], how="left"
+        )
+        return out[["consumer", "topic", "partition", "lag", "starting_offset"]].astype(
+            {"partition": np.int32, "lag": np.int64, "starting_offset": np.int64}
+        )
+
+    return apply
+
+
+def assign_partitions(
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str,
+    seed: int = 0,
+    options: Mapping[str, Any] | None = None,
+) -> Transform:
+    """lags (+ previous_owner) -> plan rows [consumer, topic, partition, lag, starting_offset].
+
+    Per-topic strategies run as ``groupBy("topic").applyInPandas``; whole-group strategies
+    as one global ``applyInPandas`` stage. Partitions of topics nobody subscribes to keep a
+    null consumer, so that the plan can list them.
+    """
+    spec = get_strategy(strategy)
+    subs = {c: sorted(set(t)) for c, t in sorted(subscriptions.items())}
+    options = dict(options or {})
+
+    def transform(lags: DataFrame) -> DataFrame:
+        if "previous_owner" not in lags.columns:
+            lags = with_previous_owner(None)(lags)
+        rows = lags.select("topic", "partition", "lag", "starting_offset", "previous_owner")
+        if spec.scope == "topic":
+            subscribers: dict[str, list[str]] = {}
+            for consumer, topics in subs.items():
+                for t in topics:
+                    subscribers.setdefault(t, []).append(consumer)
+            return rows.groupBy("topic").applyInPandas(_topic_rows(strategy, subscribers, seed), PLAN_SCHEMA)
+        return rows.groupBy(F.lit(0).alias("_all")).applyInPandas(
+            _group_rows(strategy, subs, seed, options), PLAN_SCHEMA
+        )
+
+    return transform
