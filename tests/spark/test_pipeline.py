@@ -1,0 +1,136 @@
+"""The Spark transforms, compared as whole DataFrames (chispa) with explicit schemas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from chispa import assert_df_equality
+
+import spark_lag_assign as sla
+from spark_lag_assign import pipeline
+from spark_lag_assign.lag import EARLIEST, LATEST
+
+
+def offsets_df(spark, rows):  # type: ignore[no-untyped-def]
+    return spark.createDataFrame(rows, schema=pipeline.OFFSETS_SCHEMA)
+
+
+def test_with_lag_applies_every_rule(spark) -> None:  # type: ignore[no-untyped-def]
+    rows = [
+        ("t", 0, 10, 100, 40),  # within range
+        ("t", 1, 10, 100, None),  # nothing committed
+        ("t", 2, 10, 100, 5),  # below the log start: retention deleted it
+        ("t", 3, 10, 100, 250),  # beyond the end: topic recreated
+        ("t", 4, 0, 0, None),  # empty partition
+    ]
+    got = offsets_df(spark, rows).transform(pipeline.with_lag("earliest"))
+    expected = spark.createDataFrame(
+        [
+            ("t", 0, 10, 100, 40, 60, 40, False, 40),
+            ("t", 1, 10, 100, None, 90, 10, False, EARLIEST),
+            ("t", 2, 10, 100, 5, 90, 10, True, EARLIEST),
+            ("t", 3, 10, 100, 250, 90, 10, True, EARLIEST),
+            ("t", 4, 0, 0, None, 0, 0, False, EARLIEST),
+        ],
+        schema=pipeline.LAGS_SCHEMA,
+    )
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_with_lag_latest_gives_no_lag_without_a_commit(spark) -> None:  # type: ignore[no-untyped-def]
+    got = offsets_df(spark, [("t", 0, 10, 100, None)]).transform(pipeline.with_lag("latest"))
+    expected = spark.createDataFrame([("t", 0, 10, 100, None, 0, 100, False, LATEST)], schema=pipeline.LAGS_SCHEMA)
+    assert_df_equality(got, expected, ignore_nullable=True)
+
+
+def test_with_lag_in_spark_equals_compute_lag_in_pandas(spark) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(7)
+    n = 500
+    beginning = rng.integers(0, 1_000, n)
+    end = beginning + rng.integers(0, 10_000, n)
+    committed = np.where(rng.random(n) < 0.2, -1, beginning + rng.integers(-50, 11_000, n).clip(-beginning))
+    frame = pd.DataFrame(
+        {
+            "topic": [f"t{i % 7}" for i in range(n)],
+            "partition": np.arange(n) // 7,
+            "beginning_offset": beginning,
+            "end_offset": end,
+            "committed_offset": pd.array([None if c < 0 else int(c) for c in committed], dtype="Int64"),
+        }
+    )
+    for reset in ("earliest", "latest"):
+        want = sla.compute_lag(frame, reset).sort_values(["topic", "partition"]).reset_index(drop=True)
+        got = (
+            spark.createDataFrame(frame.astype({"partition": "int32"}), schema=pipeline.OFFSETS_SCHEMA)
+            .transform(pipeline.with_lag(reset))
+            .toPandas()
+            .sort_values(["topic", "partition"])
+            .reset_index(drop=True)
+        )
+        for col in ("lag", "position", "starting_offset"):
+            assert got[col].astype("int64").tolist() == want[col].astype("int64").tolist(), (reset, col)
+        assert got["out_of_range"].tolist() == want["out_of_range"].tolist()
+
+
+def lags_df(spark, rows):  # type: ignore[no-untyped-def]
+    frame = pd.DataFrame(rows, columns=["topic", "partition", "lag"])
+    frame["starting_offset"] = 1000
+    return spark.createDataFrame(
+        frame,
+        schema="topic string, partition int, lag long, starting_offset long",
+    )
+
+
+def test_assign_partitions_seed_000_per_topic(spark) -> None:  # type: ignore[no-untyped-def]
+    lags = lags_df(spark, [("t0", 0, 100_000), ("t0", 1, 50_000), ("t0", 2, 60_000)])
+    got = lags.transform(pipeline.assign_partitions({"C0": ["t0"], "C1": ["t0"]}, "lag"))
+    expected = spark.createDataFrame(
+        [("C0", "t0", 0, 100_000, 1000), ("C1", "t0", 1, 50_000, 1000), ("C1", "t0", 2, 60_000, 1000)],
+        schema=pipeline.PLAN_SCHEMA,
+    )
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_topic_nobody_subscribes_to_stays_unassigned(spark) -> None:  # type: ignore[no-untyped-def]
+    lags = lags_df(spark, [("t0", 0, 5), ("lonely", 0, 7), ("lonely", 1, 9)])
+    got = lags.transform(pipeline.assign_partitions({"C0": ["t0"]}, "range"))
+    expected = spark.createDataFrame(
+        [("C0", "t0", 0, 5, 1000), (None, "lonely", 0, 7, 1000), (None, "lonely", 1, 9, 1000)],
+        schema=pipeline.PLAN_SCHEMA,
+    )
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def _workload(seed: int) -> tuple[pd.DataFrame, dict[str, list[str]], pd.DataFrame]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(6):
+        for p in range(int(rng.integers(1, 9))):
+            rows.append((f"topic-{t}", p, int(rng.pareto(1.2) * 1000)))
+    lags = pd.DataFrame(rows, columns=["topic", "partition", "lag"])
+    topics = sorted(set(lags["topic"]))
+    subs = {f"host{c:02d}-{rng.integers(1 << 30):08x}": sorted(rng.choice(topics, 4, replace=False)) for c in range(5)}
+    subs[sorted(subs)[0]] = topics  # someone reads everything
+    owners = list(subs)
+    previous = lags.sample(frac=0.6, random_state=seed)[["topic", "partition"]].assign(
+        consumer=[owners[i % len(owners)] for i in range(int(len(lags) * 0.6 + 0.5))][: int(round(len(lags) * 0.6))]
+    )
+    return lags, subs, previous
+
+
+@pytest.mark.parametrize("strategy", list(sla.STRATEGIES))
+def test_spark_plan_equals_the_pure_plan(spark, strategy: str) -> None:  # type: ignore[no-untyped-def]
+    lags, subs, previous = _workload(11)
+    want = sla.assign(lags, subs, strategy, previous=previous, seed=3)
+    frame = lags.assign(starting_offset=0)
+    df = spark.createDataFrame(frame, schema="topic string, partition int, lag long, starting_offset long")
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
+    got = (
+        df.transform(pipeline.with_previous_owner(prev_df))
+        .transform(pipeline.assign_partitions(subs, strategy, seed=3))
+        .where("consumer is not null")
+        .select("consumer", "topic", "partition", "lag")
+    )
+    expected = spark.createDataFrame(want, schema="consumer string, topic string, partition int, lag long")
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)

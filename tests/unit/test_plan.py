@@ -1,0 +1,178 @@
+"""The plan format and its writer: generations, atomic replacement, the lock, bad files."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from spark_lag_assign import plan as plan_io
+from spark_lag_assign.errors import InputError, PlanError, PlanLockedError
+
+SUBS = {"C0": ["t0", "t1"], "C1": ["t0"], "idle": ["t1"]}
+
+
+def rows() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            ("C0", "t0", 0, 100, 7),
+            ("C1", "t0", 2, 50, -2),
+            ("C1", "t0", 1, 60, 11),
+            ("C0", "t1", 0, 0, -1),
+            (None, "nobody", 1, 5, -2),
+            (None, "nobody", 0, 3, -2),
+        ],
+        columns=list(plan_io.PLAN_COLUMNS),
+    )
+
+
+def make(generation: int = 1) -> plan_io.Plan:
+    return plan_io.build_plan(rows(), SUBS, generation=generation, strategy="lag", reset="latest", group="g")
+
+
+def tree(directory: Path) -> dict[str, str]:
+    """Every file's digest and every link's target: to prove a directory did not change."""
+    out = {}
+    for root, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            path = Path(root) / name
+            rel = str(path.relative_to(directory))
+            if path.is_symlink():
+                out[rel] = "-> " + os.readlink(path)
+            elif path.is_file():
+                out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def test_build_plan_has_the_contracted_fields() -> None:
+    doc = make(3)
+    assert doc["format"] == plan_io.FORMAT_VERSION
+    assert (doc["generation"], doc["strategy"], doc["group"], doc["reset"]) == (3, "lag", "g", "latest")
+    assert doc["created"].endswith("Z")
+    c0, c1, idle = doc["consumers"]["C0"], doc["consumers"]["C1"], doc["consumers"]["idle"]
+    assert c0["assign"] == {"t0": [0], "t1": [0]}
+    assert c1["assign"] == {"t0": [1, 2]}  # ascending, whatever the row order
+    assert c1["startingOffsets"] == {"t0": {"1": 11, "2": -2}}
+    assert (c0["partitions"], c0["lag"], c1["partitions"], c1["lag"]) == (2, 100, 2, 110)
+    assert idle == {"assign": {}, "startingOffsets": {}, "partitions": 0, "lag": 0, "subscriptions": ["t1"]}
+    assert doc["unassigned"] == {"nobody": [0, 1]}
+    assert doc["totals"] == {"partitions": 6, "assigned": 4, "unassigned": 2, "lag": 210}
+
+
+def test_assign_strings_are_what_the_kafka_source_takes() -> None:
+    doc = make()
+    assert json.loads(plan_io.assign_json(doc["consumers"]["C1"])) == {"t0": [1, 2]}
+    assert plan_io.starting_offsets_json(doc["consumers"]["C1"]) == '{"t0":{"1":11,"2":-2}}'
+
+
+def test_write_then_read_round_trips_and_links_the_current_generation(tmp_path: Path) -> None:
+    doc = make()
+    with plan_io.locked(tmp_path):
+        plan_io.write_plan(tmp_path, doc)
+    assert plan_io.read_plan(tmp_path) == doc
+    assert os.readlink(tmp_path / "current") == "generations/000001"
+    assert (tmp_path / "assign" / "C1.json").read_text().strip() == '{"t0":[1,2]}'
+    assert (tmp_path / "starting-offsets" / "C0.json").read_text().strip() == '{"t0":{"0":7},"t1":{"0":-1}}'
+    assert (tmp_path / "assign" / "idle.json").read_text().strip() == "{}"
+
+
+def test_generations_are_kept_and_the_assignment_frame_round_trips(tmp_path: Path) -> None:
+    for g in (1, 2, 3):
+        with plan_io.locked(tmp_path):
+            plan_io.write_plan(tmp_path, make(g))
+    assert plan_io.read_plan(tmp_path)["generation"] == 3
+    assert [p.name for p in sorted((tmp_path / "generations").iterdir())] == ["000001", "000002", "000003"]
+    assert plan_io.read_generation(tmp_path, 2)["generation"] == 2  # type: ignore[index]
+    frame = plan_io.assignment_frame(plan_io.read_plan(tmp_path))
+    want = rows().dropna(subset=["consumer"])[["consumer", "topic", "partition"]]
+    assert sorted(map(tuple, frame.values.tolist())) == sorted(map(tuple, want.values.tolist()))
+
+
+def test_a_second_run_on_the_same_directory_is_refused(tmp_path: Path) -> None:
+    with plan_io.locked(tmp_path):
+        with pytest.raises(PlanLockedError, match="another run is writing"):
+            with plan_io.locked(tmp_path):
+                pass
+
+
+def test_an_output_path_that_is_a_file_is_not_writable(tmp_path: Path) -> None:
+    blocker = tmp_path / "plan-dir"
+    blocker.write_text("a file where the directory should be")
+    with pytest.raises(PlanError, match="is not writable"):
+        plan_io.check_writable(blocker)
+    with pytest.raises(PlanError, match="is not writable"):
+        with plan_io.locked(blocker / "below"):
+            pass
+    assert blocker.read_text() == "a file where the directory should be"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a plan"),
+        ('{"format": 1, "generation": 1}', "missing strategy, consumers"),
+        ('{"format": 99, "generation": 1, "strategy": "lag", "consumers": {}}', "format 99 is not supported"),
+    ],
+)
+def test_a_bad_plan_file_gets_a_one_line_error(tmp_path: Path, content: str, message: str) -> None:
+    (tmp_path / "plan.json").write_text(content)
+    with pytest.raises(PlanError) as err:
+        plan_io.read_plan(tmp_path)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("consumer", ["", "../escape", "a/b", "has space", ".hidden", "-flag"])
+def test_consumer_ids_that_cannot_name_a_file_are_refused(consumer: str) -> None:
+    with pytest.raises(InputError, match="invalid consumer id"):
+        plan_io.check_consumer_ids([consumer])
+
+
+def test_a_consumer_id_given_twice_is_refused() -> None:
+    with pytest.raises(InputError, match="'c1' is given twice"):
+        plan_io.check_consumer_ids(["c1", "c2", "c1"])
+
+
+WRITER = """
+import sys, pandas as pd
+from spark_lag_assign import plan as plan_io
+out = sys.argv[1]
+subs = {f"consumer-{i:04d}": ["t"] for i in range(400)}
+rows = pd.DataFrame({"consumer": [f"consumer-{i % 400:04d}" for i in range(40000)], "topic": "t",
+                     "partition": range(40000), "lag": 1, "starting_offset": -2})
+g = 1
+while True:
+    g += 1
+    with plan_io.locked(out):
+        plan_io.write_plan(out, plan_io.build_plan(rows, subs, generation=g, strategy="lag", reset="latest"))
+    print(g, flush=True)
+"""
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.45, 0.8])
+def test_killing_a_writer_at_any_moment_leaves_a_whole_plan(tmp_path: Path, delay: float) -> None:
+    with plan_io.locked(tmp_path):
+        plan_io.write_plan(tmp_path, make(1))
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.0 + delay)  # interpreter start, then somewhere inside a write
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    doc = plan_io.read_plan(tmp_path)  # parses: never torn
+    gen_dir = tmp_path / "generations" / f"{doc['generation']:06d}"
+    assert (tmp_path / "current").resolve() == gen_dir.resolve()
+    for consumer, entry in doc["consumers"].items():
+        # every per-consumer file belongs to the same generation as plan.json
+        assert (tmp_path / "assign" / f"{consumer}.json").read_text().strip() == plan_io.assign_json(entry)
+    # the next run cleans what the killed one left half-written and goes on
+    with plan_io.locked(tmp_path):
+        plan_io.write_plan(tmp_path, make(doc["generation"] + 1))
+    assert not list((tmp_path / "generations").glob(".*"))
+    assert plan_io.read_plan(tmp_path)["generation"] == doc["generation"] + 1
