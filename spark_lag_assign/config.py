@@ -150,7 +150,13 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
     sections = load_file(file) if file else {s: {} for s in _SECTIONS}
     kafka, plan = sections["kafka"], sections["plan"]
     merged: dict[str, Any] = {**kafka, **plan}
-    merged.update({k: v for k, v in overrides.items() if v is not None})
+    given = {k: v for k, v in overrides.items() if v is not None}
+    # a choice made on the command line replaces the file's alternative to it
+    for one, other in (("offsets", "bootstrap_servers"), ("consumers", "subscriptions")):
+        for chosen, dropped in ((one, other), (other, one)):
+            if chosen in given and dropped not in given:
+                merged.pop(dropped, None)
+    merged.update(given)
 
     offsets = merged.get("offsets")
     if offsets is None and not (merged.get("bootstrap_servers") and merged.get("group")):
