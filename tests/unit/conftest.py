@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 settings.register_profile(
     "unit",
     derandomize=True,
-    max_examples=20,
+    max_examples=15,
     deadline=None,
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],

@@ -89,7 +89,7 @@ def differing(subs: Mapping[str, Sequence[str]]) -> bool:
 # range
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(30))
 def test_range_equals_kafka_python_with_differing_subscriptions(seed: int) -> None:
     lags, subs = random_group(seed, identical=False)
     assert ours(lags, subs, "range") == rows(kafka_python_range(lags, subs))
@@ -108,17 +108,17 @@ def test_range_equals_kafka_python_on_a_large_group() -> None:
 
 
 def test_the_random_groups_do_exercise_differing_subscriptions_and_unread_topics() -> None:
-    groups = [random_group(seed, identical=False) for seed in range(40)]
-    assert sum(differing(subs) for _, subs in groups) >= 25
+    groups = [random_group(seed, identical=False) for seed in range(30)]
+    assert sum(differing(subs) for _, subs in groups) >= 20
     unread = [set(lags["topic"]) - {t for ts in subs.values() for t in ts} for lags, subs in groups]
-    assert sum(bool(u) for u in unread) >= 6
+    assert sum(bool(u) for u in unread) >= 5
 
 
 # ---------------------------------------------------------------------------------------------
 # roundrobin
 
 
-@pytest.mark.parametrize("seed", range(100, 140))
+@pytest.mark.parametrize("seed", range(100, 130))
 def test_roundrobin_equals_kafka_python_with_identical_subscriptions(seed: int) -> None:
     lags, subs = random_group(seed, identical=True)
     expected = rows(kafka_python_roundrobin(lags, subs))
@@ -133,7 +133,7 @@ def test_roundrobin_equals_kafka_python_on_a_large_group() -> None:
     assert ours(lags, subs, "roundrobin") == rows(kafka_python_roundrobin(lags, subs))
 
 
-@pytest.mark.parametrize("seed", range(200, 240))
+@pytest.mark.parametrize("seed", range(200, 230))
 def test_roundrobin_equals_the_seed_003_model_with_differing_subscriptions(seed: int) -> None:
     lags, subs = random_group(seed, identical=False)
     assert ours(lags, subs, "roundrobin") == reference_roundrobin(lags, subs)
