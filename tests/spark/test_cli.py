@@ -1,0 +1,140 @@
+"""``spark-lag-assign plan`` and ``show`` offline, from snapshots, on the shared SparkSession."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from spark_lag_assign import cli, offsets as offsets_io, plan as plan_io
+from tests.unit.test_plan import tree
+
+SNAPSHOT = pd.DataFrame(
+    {
+        "topic": ["t0", "t0", "t0", "t1", "t1"],
+        "partition": [0, 1, 2, 0, 1],
+        "beginning_offset": [0, 0, 0, 10, 10],
+        "end_offset": [101_000, 51_000, 61_000, 510, 30],
+        "committed_offset": pd.array([1_000, 1_000, 1_000, None, 20], dtype="Int64"),
+    }
+)
+
+
+def run(spark, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    code = cli.main(list(args), session_factory=lambda conf, master: spark)
+    out = capsys.readouterr()
+    return code, out.out, out.err.strip()
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    return offsets_io.write_snapshot(SNAPSHOT, tmp_path / "offsets.csv")
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_plan_from_each_snapshot_format(spark, capsys, tmp_path: Path, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    snap = offsets_io.write_snapshot(SNAPSHOT, tmp_path / f"offsets{suffix}")
+    code, out, err = run(spark, capsys, "plan", "--offsets", str(snap), "--consumers", "C0,C1",
+                         "--strategy", "lag", "--reset", "earliest", "--output", str(tmp_path / "p"))
+    assert code == 0, err
+    doc = plan_io.read_plan(tmp_path / "p")
+    # t0 is seed 000: lags 100,000 / 50,000 / 60,000; t1: 500 (no commit, earliest) and 10
+    assert doc["consumers"]["C0"]["assign"] == {"t0": [0], "t1": [0]}
+    assert doc["consumers"]["C1"]["assign"] == {"t0": [1, 2], "t1": [1]}
+    assert doc["consumers"]["C0"]["startingOffsets"] == {"t0": {"0": 1000}, "t1": {"0": -2}}
+    assert "generation 1 (lag, reset=earliest)" in out and "C1" in out
+
+
+def test_subscriptions_file_and_unassigned_topics(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
+    subs = tmp_path / "subs.json"
+    subs.write_text(json.dumps({"only-t0": ["t0"], "idle": ["t0"]}))
+    code, out, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--subscriptions", str(subs),
+                         "--strategy", "range", "--output", str(tmp_path / "p"))
+    assert code == 0, err
+    doc = plan_io.read_plan(tmp_path / "p")
+    assert doc["unassigned"] == {"t1": [0, 1]}  # nobody subscribes to t1: listed, not dropped
+    assert doc["consumers"]["idle"]["assign"] == {"t0": [0, 1]}
+    assert doc["consumers"]["only-t0"]["assign"] == {"t0": [2]}
+    assert "unassigned (no subscriber): 2 partition(s) of t1" in out
+
+
+def test_runs_are_sticky_and_generations_grow(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
+    out_dir = tmp_path / "p"
+    base = ["plan", "--offsets", str(snapshot), "--strategy", "sticky", "--output", str(out_dir)]
+    assert run(spark, capsys, *base, "--consumers", "a,b")[0] == 0
+    first = plan_io.read_plan(out_dir)
+    # nothing changed: the plan is rewritten as the next generation with the same assignment
+    assert run(spark, capsys, *base, "--consumers", "a,b")[0] == 0
+    second = plan_io.read_plan(out_dir)
+    assert second["generation"] == 2 and second["quality"]["moved"] == 0
+    assert {c: e["assign"] for c, e in second["consumers"].items()} == {c: e["assign"] for c, e in first["consumers"].items()}
+    # a consumer joins: the previous plan is the starting point, so only the newcomer's share moves
+    code, out, err = run(spark, capsys, *base, "--consumers", "a,b,c")
+    assert code == 0, err
+    third = plan_io.read_plan(out_dir)
+    assert third["generation"] == 3
+    assert third["consumers"]["c"]["partitions"] >= 1
+    assert third["quality"]["moved"] == third["consumers"]["c"]["partitions"]
+    # show: the table, the metrics and what moved since the generation before
+    code, out, err = run(spark, capsys, "show", str(out_dir))
+    assert code == 0, err
+    assert f"{third['quality']['moved']} partition(s) moved since generation 2" in out
+    assert "optimality" in out
+
+
+def bad_snapshots(tmp_path: Path) -> list[tuple[Path, str]]:
+    cases = []
+    frame = SNAPSHOT.drop(columns="end_offset")
+    cases.append((frame, "missing column(s) end_offset"))
+    cases.append((SNAPSHOT.assign(end_offset=["x", 1, 2, 3, 4]), "column end_offset must hold integers"))
+    cases.append((SNAPSHOT.assign(beginning_offset=[0, -5, 0, 10, 10]), "negative beginning_offset -5"))
+    cases.append((pd.concat([SNAPSHOT, SNAPSHOT.iloc[[1]]]), "partition t0-1 appears more than once"))
+    out = []
+    for i, (frame, message) in enumerate(cases):
+        path = tmp_path / f"bad{i}.csv"
+        frame.to_csv(path, index=False)
+        out.append((path, message))
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"this is not parquet")
+    out.append((garbage, "not a readable parquet snapshot"))
+    out.append((tmp_path / "absent.csv", "does not exist"))
+    out.append((tmp_path / "offsets.xlsx", "unknown snapshot format"))
+    return out
+
+
+def test_bad_snapshots_and_files_fail_in_one_line_and_leave_the_plan_untouched(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
+    out_dir = tmp_path / "p"
+    assert run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a,b", "--output", str(out_dir))[0] == 0
+    before = tree(out_dir)
+    bad_subs = tmp_path / "subs.json"
+    bad_subs.write_text('{"a": ["t0"], "a": ["t1"]}')
+    cases = [(["--offsets", str(p), "--consumers", "a,b"], m) for p, m in bad_snapshots(tmp_path)]
+    cases += [
+        (["--offsets", str(snapshot), "--subscriptions", str(bad_subs)], "consumer id 'a' is given twice"),
+        (["--offsets", str(snapshot), "--consumers", "a", "--topics", "t0,t9"], "not in the snapshot"),
+        (["--offsets", str(snapshot), "--consumers", "a", "--strategy", "best"], "unknown strategy 'best'"),
+        (["--offsets", str(snapshot), "--consumers", "a", "--option", "speed=2"], "takes no option speed"),
+    ]
+    for args, message in cases:
+        code, _, err = run(spark, capsys, "plan", *args, "--output", str(out_dir))
+        assert code == 1 and message in err and len(err.splitlines()) == 1, (args, err)
+        assert tree(out_dir) == before, args
+
+
+def test_a_second_run_at_once_is_refused_and_writes_nothing(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
+    out_dir = tmp_path / "p"
+    assert run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(out_dir))[0] == 0
+    before = tree(out_dir)
+    with plan_io.locked(out_dir):  # another run holds the directory
+        code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(out_dir))
+    assert code == 1 and "another run is writing" in err
+    assert tree(out_dir) == before
+
+
+def test_an_output_that_cannot_be_a_directory(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(blocker))
+    assert code == 1 and "is not writable" in err and blocker.read_text() == "x"
