@@ -45,3 +45,15 @@ class BrokerError(SparkLagAssignError):
 
 class JvmError(SparkLagAssignError):
     """Java or the Maven-fetched jars are missing."""
+
+
+class ConsumerNotInPlanError(PlanError):
+    """A pipeline asked for a consumer id that the plan does not name."""
+
+
+class NothingAssignedError(PlanError):
+    """The plan gives the consumer no partitions, so there is no stream to read."""
+
+
+class HandoverTimeoutError(SparkLagAssignError):
+    """A pipeline waited too long for another consumer to release partitions it now owns."""
