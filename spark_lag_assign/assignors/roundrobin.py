@@ -10,12 +10,13 @@ Ordering rules:
    the partition's topic; otherwise the pointer moves on until it finds one that does.
    After each assignment the pointer advances past the consumer that got the partition.
 
-With identical subscriptions the counts differ by at most one. Say consumers C0 and C1
-both read topics t0 (two partitions) and t1 (three partitions); the list is t0p0, t0p1,
-t1p0, t1p1, t1p2 and dealing alternates::
+With identical subscriptions the counts differ by at most one. Say consumers C0, C1 and C2
+all read topics t0 (two partitions) and t1 (four partitions); the list is t0p0, t0p1,
+t1p0, t1p1, t1p2, t1p3. t0 ends on C1, so t1 starts at C2, not back at C0::
 
-    C0: [t0p0, t1p0, t1p2]
-    C1: [t0p1, t1p1]
+    C0: [t0p0, t1p1]
+    C1: [t0p1, t1p2]
+    C2: [t1p0, t1p3]
 
 With different subscriptions the skipping can pile partitions onto a few consumers. Seed
 003: C0 reads t0; C1 reads t0, t1; C2 reads t0, t1, t2; t0, t1, t2 have 1, 2, 3

@@ -14,7 +14,7 @@ Priorities, in order:
    hosts disappears.
 
 Lag is ignored. Example: topics t0 and t1 of three partitions each, consumers C0 and C1.
-If the seed orders t0's subscribers (C0, C1) and t1's (C1, C0), as seed 0 does, then::
+If the seed orders t0's subscribers (C0, C1) and t1's (C1, C0), then::
 
     C0: [t0p0, t0p1, t1p2]
     C1: [t0p2, t1p0, t1p1]
