@@ -347,6 +347,15 @@ def test_an_option_the_strategy_does_not_take_is_refused(strategy: str) -> None:
 # roundrobin: the vectorised path is the general path, and it is fast
 
 
+def test_roundrobin_docstring_example_carries_the_ring_across_topics() -> None:
+    lags = frame(*[("t0", p, 0) for p in range(2)], *[("t1", p, 0) for p in range(4)])
+    out = plan(lags, {c: ["t0", "t1"] for c in ("C0", "C1", "C2")}, "roundrobin")
+    # a ring restarting at C0 for t1 would give C0 three partitions and C2 one
+    assert list(zip(out["consumer"], out["topic"], out["partition"])) == [
+        ("C0", "t0", 0), ("C0", "t1", 1), ("C1", "t0", 1), ("C1", "t1", 2), ("C2", "t1", 0), ("C2", "t1", 3),
+    ]
+
+
 @given(lags=lag_frames(), n=st.integers(1, 7))
 def test_roundrobin_shortcut_for_identical_subscriptions_agrees_with_the_ring_walk(lags: pd.DataFrame, n: int) -> None:
     lags = lags.sort_values(["topic", "partition"]).reset_index(drop=True)
