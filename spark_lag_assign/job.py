@@ -92,8 +92,7 @@ def plan_rows(
     from spark_lag_assign import pipeline
 
     with timings.phase("read"):
-        frame = offsets.astype({"partition": "int32"})
-        df = spark.createDataFrame(frame, schema=pipeline.OFFSETS_SCHEMA)
+        df = spark.createDataFrame(_arrow(offsets, pipeline.OFFSETS_SCHEMA), schema=pipeline.OFFSETS_SCHEMA)
     with timings.phase("lag"):
         lags = df.transform(pipeline.with_lag(settings.reset))
         if materialize:  # only to time the phases apart; otherwise Spark runs them as one job
@@ -101,7 +100,7 @@ def plan_rows(
             lags.count()
     prev_df = None
     if previous is not None and len(previous):
-        prev_df = spark.createDataFrame(previous.astype({"partition": "int32"}), schema=pipeline.PREVIOUS_SCHEMA)
+        prev_df = spark.createDataFrame(_arrow(previous, pipeline.PREVIOUS_SCHEMA), schema=pipeline.PREVIOUS_SCHEMA)
     with timings.phase("assign"):
         planned = lags.transform(pipeline.with_previous_owner(prev_df)).transform(
             pipeline.assign_partitions(subscriptions, settings.strategy, settings.seed, settings.options)
@@ -110,6 +109,16 @@ def plan_rows(
     if materialize:
         lags.unpersist()
     return rows
+
+
+def _arrow(frame: pd.DataFrame, schema: Any) -> Any:
+    """A pyarrow Table of ``frame`` in ``schema``'s columns: Spark takes it as it is, nulls and all,
+    whatever ``spark.sql.execution.arrow.pyspark.enabled`` says."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "integer": pa.int32(), "long": pa.int64()}
+    fields = [pa.field(f.name, types[f.dataType.typeName()], f.nullable) for f in schema.fields]
+    return pa.Table.from_pandas(frame[[f.name for f in schema.fields]], schema=pa.schema(fields), preserve_index=False)
 
 
 def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -68,6 +69,7 @@ class LocalKafka:
         port: int | None = None,
         heap: str = "512m",
         start_timeout: float = 90.0,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="sla-kafka-")).resolve()
@@ -76,11 +78,21 @@ class LocalKafka:
         self.heap = heap
         self.start_timeout = start_timeout
         self.log_path = self.workdir / "broker.log"
+        #: user -> password of a second listener that requires SASL/PLAIN (to test authentication)
+        self.sasl_users = dict(sasl_users or {})
+        self.sasl_port = free_port() if self.sasl_users else None
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """The SASL_PLAINTEXT listener (only with ``sasl_users``)."""
+        if self.sasl_port is None:
+            raise BrokerError("this broker has no SASL listener: pass sasl_users")
+        return f"127.0.0.1:{self.sasl_port}"
 
     def _write_config(self) -> Path:
         data = self.workdir / "data"
@@ -107,6 +119,15 @@ class LocalKafka:
             "num.partitions": "1",
             "log.retention.check.interval.ms": "300000",
         }
+        if self.sasl_users:
+            props["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            props["advertised.listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            props["sasl.enabled.mechanisms"] = "PLAIN"
+            users = " ".join(f'user_{u}="{pw}"' for u, pw in sorted(self.sasl_users.items()))
+            props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
+            )
         config = self.workdir / "server.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         log4j = self.workdir / "log4j2.properties"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,7 +39,7 @@ def admin_client(
 ) -> Iterator[Any]:
     """A kafka-python admin client; an unreachable or refusing cluster is a KafkaReadError."""
     from kafka import KafkaAdminClient
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaConfigurationError, KafkaError
 
     options = {
         "request_timeout_ms": timeout_ms,
@@ -48,14 +49,45 @@ def admin_client(
     }
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **options)
-    except KafkaError as exc:
-        raise KafkaReadError(f"cannot reach Kafka at {bootstrap_servers}: {_one_line(exc)}") from None
-    except (TypeError, ValueError, AssertionError) as exc:  # kafka-python's check of its own options
+    except (KafkaConfigurationError, TypeError, ValueError, AssertionError) as exc:  # its check of its options
         raise KafkaReadError(f"invalid Kafka client option: {_one_line(exc)}") from None
+    except KafkaError as exc:
+        raise KafkaReadError(_diagnose(bootstrap_servers, options, exc, timeout_ms)) from None
     try:
         yield admin
     finally:
         admin.close()
+
+
+def _tcp_reachable(bootstrap_servers: str) -> bool:
+    for server in bootstrap_servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]") or "localhost", int(port)), timeout=3):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _diagnose(bootstrap_servers: str, options: Mapping[str, Any], exc: BaseException, timeout_ms: int) -> str:
+    """Name why kafka-python could not bootstrap; it reports most causes as a timeout.
+
+    kafka-python 3.0.12 sees a rejected SASL login only as the broker closing the socket,
+    so a cluster that accepts TCP connections but drops an authenticating client is
+    reported as an authentication failure.
+    """
+    if not _tcp_reachable(bootstrap_servers):
+        return f"cannot reach Kafka at {bootstrap_servers}: {_one_line(exc)}"
+    if options.get("sasl_mechanism"):
+        return (
+            f"authentication failed at {bootstrap_servers}: the broker closed the connection during SASL "
+            f"{options['sasl_mechanism']} login (check the user, password and mechanism)"
+        )
+    return (
+        f"Kafka at {bootstrap_servers} accepted the connection but did not answer within {timeout_ms} ms "
+        f"({_one_line(exc)}); is it a Kafka listener of the right security protocol?"
+    )
 
 
 def _retrying(what: str, call: Callable[[], T], deadline: float) -> T:

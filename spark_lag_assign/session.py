@@ -60,3 +60,22 @@ def spark_submit() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+
+
+def submit_command(script: str | Path, *args: str, with_kafka: bool = False) -> list[str]:
+    """``spark-submit`` of a Python script on local Spark with the settings of ``local_conf``."""
+    conf = local_conf(with_kafka=with_kafka)
+    cmd = [str(spark_submit())]
+    for key, value in conf.items():
+        cmd += ["--conf", f"{key}={value}"]
+    return [*cmd, str(script), *args]
+
+
+def submit_env() -> dict[str, str]:
+    """The environment spark-submit needs here: workers run this interpreter, Spark stays on loopback."""
+    return {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }

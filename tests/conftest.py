@@ -44,7 +44,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """A real single-node KRaft broker on loopback; its log is printed if a test fails."""
     from spark_lag_assign.localkafka import LocalKafka
 
-    with LocalKafka(tmp_path_factory.mktemp("kafka")) as broker:
+    # a second listener that requires SASL/PLAIN lets tests see an authentication failure
+    with LocalKafka(tmp_path_factory.mktemp("kafka"), sasl_users={"planner": "planner-secret"}) as broker:
         yield broker
 
 
