@@ -1,12 +1,487 @@
-"""KIP-54 sticky assignment (seed 004). TODO(helper): implement."""
+"""KIP-54 sticky assignment (seed 004): balance over stickiness.
+
+Priorities, in order:
+
+1. Balance by partition count across the whole group. With identical subscriptions the
+   counts differ by at most one. With differing subscriptions no partition can travel, in
+   one move or along a chain of moves, from a consumer to one holding two or more fewer
+   partitions (a global optimum: KIP-54 only asks that no single move helps).
+2. Stickiness: as many partitions as possible stay with their previous owner.
+
+Partitions whose topics have the same set of subscribers are interchangeable for both
+goals, so the algorithm works on counts per (class of such topics, consumer) and only
+picks concrete partitions at the end. Steps:
+
+1. Drop what no longer holds: owners that left or unsubscribed, deleted partitions (the
+   caller's ``previous`` already only names current subscribers).
+2. When every consumer can read one class at most (identical subscriptions, or groups of
+   consumers on disjoint topics) each class is split by quota: ``N // S`` partitions per
+   subscriber, ``N % S`` of them one more, the extra going to those that held the most.
+   Everyone keeps its previous partitions up to its quota; nothing else moves, which is
+   the fewest moves any balanced plan can make.
+3. Otherwise: everyone keeps its previous partitions; unowned partitions go, classes with
+   the fewest subscribers first, each to the least-loaded subscriber (ties: smaller id).
+4. Rebalance: move a partition from a consumer to an eligible one holding two or more
+   fewer, newly assigned partitions before previously owned ones, the largest gaps first;
+   when no direct move is left, move along chains (A hands one to B, B one to C) found
+   by a cheapest-first search, counting a previously owned partition as a cost.
+5. If step 4 did not lower the balance score (the sum of count differences over all
+   consumer pairs), revert it: stickiness wins when fairness cannot improve.
+6. Materialise: each consumer keeps that many of its previous partitions of each class
+   (giving up first those of topics where it holds several, then a per-consumer rotation
+   over topics) and the rest are dealt round-robin, in (topic, partition) order, to the
+   consumers still short.
+
+Example. Topics a (3 partitions), b and c (2 each); consumers C0, C1, C2 subscribe to all.
+Seven partitions over three consumers: quotas 3, 2, 2, dealt round-robin::
+
+    C0: [a0, b0, c1]    C1: [a1, b1]    C2: [a2, c0]
+
+C1 leaves. Quotas become 4 and 3; C0 held the most, so it gets the extra. Nobody is over
+quota; C1's a1 goes to C0, b1 to C2; the other five partitions stay::
+
+    C0: [a0, a1, b0, c1]    C2: [a2, b1, c0]
+
+C3 joins. Quotas 3, 2, 2 with the extra to C0 (still the largest holder). C0 gives up a1
+(its second partition of a), C2 gives up one partition (its rotation picks a2), and C3
+gets both: two moves, the least any balanced plan allows::
+
+    C0: [a0, b0, c1]    C2: [b1, c0]    C3: [a1, a2]
+"""
 
 from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
 
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """The problem as integer arrays.
+
+    A *class* is a set of topics with the same subscribers; classes are numbered by fewest
+    subscribers first. A *pair* is (class, subscriber of the class); pairs are ordered by
+    class, then consumer, so ``pair_class * n_consumers + pair_consumer`` is ascending.
+    """
+
+    n_consumers: int
+    n_topics: int
+    row_topic: np.ndarray  # topic code per row (codes follow the sorted topic names)
+    row_class: np.ndarray  # class per row
+    row_prev: np.ndarray  # previous owner per row, -1 if none or no longer eligible
+    row_pair: np.ndarray  # pair (row class, previous owner) per row, -1 if none
+    ptr: np.ndarray  # pairs of class k are ptr[k]:ptr[k + 1]
+    pair_class: np.ndarray
+    pair_consumer: np.ndarray
+    class_size: np.ndarray  # partitions per class
+
+
+def _layout(problem: GroupProblem) -> _Layout:
+    consumers = list(problem.consumers)
+    n_cons = len(consumers)
+    topics = np.asarray(problem.topics, dtype=object)
+    n_rows = len(topics)
+    starts = np.flatnonzero(np.r_[True, topics[1:] != topics[:-1]])
+    names = topics[starts]
+    n_topics = len(names)
+    row_topic = np.repeat(np.arange(n_topics, dtype=np.int64), np.diff(np.r_[starts, n_rows]))
+
+    # Consumers with the same subscription list share one row of the membership matrix, so
+    # a group of 1,000 identical consumers costs one lookup, not 1,000.
+    group_keys: list[tuple[str, ...]] = []
+    group_index: dict[tuple[str, ...], int] = {}
+    consumer_group = np.empty(n_cons, dtype=np.int64)
+    for i, consumer in enumerate(consumers):
+        key = tuple(problem.subscriptions[consumer])
+        if key not in group_index:
+            group_index[key] = len(group_keys)
+            group_keys.append(key)
+        consumer_group[i] = group_index[key]
+    member = np.zeros((len(group_keys), n_topics), dtype=bool)
+    topic_code = {name: i for i, name in enumerate(names.tolist())}
+    flat = [t for key in group_keys for t in key]
+    codes = np.fromiter(map(topic_code.get, flat, itertools.repeat(-1)), dtype=np.int64, count=len(flat))
+    owners = np.repeat(np.arange(len(group_keys)), [len(key) for key in group_keys])
+    member[owners[codes >= 0], codes[codes >= 0]] = True  # topics without partitions drop out
+
+    # classes: distinct columns of the membership matrix, fewest subscribers first
+    columns, topic_class = np.unique(member.T, axis=0, return_inverse=True)
+    topic_class = topic_class.reshape(-1)
+    class_members = columns[:, consumer_group]  # (classes, consumers)
+    n_subs = class_members.sum(axis=1)
+    first_topic = np.full(len(columns), n_topics, dtype=np.int64)
+    np.minimum.at(first_topic, topic_class, np.arange(n_topics))
+    order = np.lexsort((first_topic, n_subs))
+    relabel = np.empty_like(order)
+    relabel[order] = np.arange(len(order))
+    topic_class = relabel[topic_class]
+    class_members = class_members[order]
+
+    pair_class, pair_consumer = np.nonzero(class_members)
+    pair_class = pair_class.astype(np.int64)
+    pair_consumer = pair_consumer.astype(np.int64)
+    ptr = np.searchsorted(pair_class, np.arange(len(order) + 1))
+    row_class = topic_class[row_topic]
+    class_size = np.bincount(row_class, minlength=len(order)).astype(np.int64)
+
+    if len(problem.previous) == n_rows:
+        consumer_code = {c: i for i, c in enumerate(consumers)}
+        prev = np.fromiter(map(consumer_code.get, problem.previous, itertools.repeat(-1)), dtype=np.int64, count=n_rows)
+    else:
+        prev = np.full(n_rows, -1, dtype=np.int64)
+    has = prev >= 0
+    # the contract promises eligible previous owners; a stale one is treated as none
+    has[has] = member[consumer_group[prev[has]], row_topic[has]]
+    prev = np.where(has, prev, -1)
+    pair_key = pair_class * n_cons + pair_consumer
+    row_pair = np.full(n_rows, -1, dtype=np.int64)
+    row_pair[has] = np.searchsorted(pair_key, row_class[has] * n_cons + prev[has])
+    return _Layout(n_cons, n_topics, row_topic, row_class, prev, row_pair, ptr, pair_class, pair_consumer, class_size)
+
+
+def balance_score(loads: np.ndarray) -> int:
+    """KIP-54's balance score: the sum of ``|n_i - n_j|`` over all consumer pairs; 0 is perfect."""
+    s = np.sort(np.asarray(loads, dtype=np.int64))
+    weights = 2 * np.arange(len(s), dtype=np.int64) - len(s) + 1
+    return int((s * weights).sum())
+
+
+# -- step 2: quotas ---------------------------------------------------------------------------
+
+
+def _quota_counts(lay: _Layout, kept_before: np.ndarray) -> np.ndarray:
+    """Partitions per pair when every consumer reads one class at most."""
+    sizes = np.diff(lay.ptr)
+    low, extra = np.divmod(lay.class_size, sizes)
+    # the extra partitions go to those that held the most, so they give up the fewest
+    order = np.lexsort((lay.pair_consumer, -kept_before, lay.pair_class))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - lay.ptr[lay.pair_class[order]]
+    return low[lay.pair_class] + (rank < extra[lay.pair_class])
+
+
+# -- steps 3 to 5: the general path -----------------------------------------------------------
+
+
+def _water_fill(loads: np.ndarray, units: int) -> np.ndarray:
+    """How many of ``units`` each consumer gets if each unit goes to the least loaded, ties to
+    the earlier position; computed at once instead of one unit at a time."""
+    order = np.argsort(loads, kind="stable")
+    s = loads[order]
+    prefix = np.cumsum(s)
+    need = np.arange(1, len(s) + 1) * s - prefix  # units that lift the first j to s[j - 1]
+    j = int(np.searchsorted(need, units, side="right"))
+    level, extra = divmod(int(units) + int(prefix[j - 1]), j)
+    lifted = order[:j]
+    target = np.full(j, level, dtype=np.int64)
+    target[np.argsort(lifted, kind="stable")[:extra]] += 1
+    out = np.zeros(len(s), dtype=np.int64)
+    out[lifted] = target - s[:j]
+    return out
+
+
+class _Balancer:
+    """Counts per pair and consumer loads, with the moves of step 4."""
+
+    def __init__(self, lay: _Layout, kept_before: np.ndarray) -> None:
+        self.lay = lay
+        self.p = kept_before
+        self.x = kept_before.copy()
+        self.loads = np.bincount(lay.pair_consumer, weights=self.x, minlength=lay.n_consumers).astype(np.int64)
+
+    def fill(self) -> None:
+        lay = self.lay
+        sums = np.add.reduceat(self.x, lay.ptr[:-1]) if len(self.x) else np.zeros(0, dtype=np.int64)
+        free = lay.class_size - sums
+        for k in np.flatnonzero(free > 0).tolist():  # classes are numbered fewest subscribers first
+            seg = slice(int(lay.ptr[k]), int(lay.ptr[k + 1]))
+            cons = lay.pair_consumer[seg]
+            add = _water_fill(self.loads[cons], int(free[k]))
+            self.x[seg] += add
+            self.loads[cons] += add
+
+    def _move(self, k_pair_from: int, k_pair_to: int) -> None:
+        lay = self.lay
+        self.x[k_pair_from] -= 1
+        self.x[k_pair_to] += 1
+        self.loads[lay.pair_consumer[k_pair_from]] -= 1
+        self.loads[lay.pair_consumer[k_pair_to]] += 1
+
+    def direct_moves(self, newly_assigned_only: bool) -> None:
+        """Improving one-hop moves until none is left, many per round: each class proposes
+        its best one and a proposal is taken while, with the loads the round has already
+        changed, it still improves. A giver gives once per round, so one heavy consumer is
+        not drained below the others; a receiver (a consumer that just joined) may take many."""
+        lay = self.lay
+        n = lay.n_consumers
+        starts = lay.ptr[:-1]
+        if len(self.x) == 0:
+            return
+        while True:
+            load = self.loads[lay.pair_consumer]
+            can_give = self.x > self.p if newly_assigned_only else self.x > 0
+            # one integer key per pair: load first, then stickiness, then consumer id
+            give_key = np.where(
+                can_give, load * (2 * n) + (self.x > self.p) * n + (n - 1 - lay.pair_consumer), -1
+            )
+            take_key = load * (2 * n) + (self.x >= self.p) * n + lay.pair_consumer
+            best_give = np.maximum.reduceat(give_key, starts)
+            best_take = np.minimum.reduceat(take_key, starts)
+            ok = best_give >= 0
+            gap = np.where(ok, best_give // (2 * n) - best_take // (2 * n), 0)
+            classes = np.flatnonzero(gap >= 2)
+            if len(classes) == 0:
+                return
+            classes = classes[np.lexsort((classes, -gap[classes]))]
+            giver = n - 1 - (best_give[classes] % n)
+            taker = best_take[classes] % n
+            gave: set[int] = set()
+            took: set[int] = set()
+            for k, a, b in zip(classes.tolist(), giver.tolist(), taker.tolist()):
+                if a in gave or a in took or b in gave or self.loads[a] - self.loads[b] < 2:
+                    continue
+                gave.add(a)
+                took.add(b)
+                seg = lay.pair_consumer[lay.ptr[k] : lay.ptr[k + 1]]
+                base = int(lay.ptr[k])
+                self._move(base + int(np.searchsorted(seg, a)), base + int(np.searchsorted(seg, b)))
+
+    def _cheapest_chain(self, sources: np.ndarray, frozen: np.ndarray, top: int) -> tuple[list[int], np.ndarray]:
+        """Dijkstra over consumers and classes from ``sources``: a consumer reaches a class it
+        holds (cost 1 if it only holds previously owned partitions of it, else 0) and a class
+        reaches its subscribers. Returns the cheapest path (pairs, alternating give/take) to a
+        consumer with load <= top - 2, or [] and the set of consumers reached."""
+        lay = self.lay
+        n = lay.n_consumers
+        holds = np.flatnonzero(self.x > 0)
+        by_consumer = holds[np.argsort(lay.pair_consumer[holds], kind="stable")]
+        cstart = np.searchsorted(lay.pair_consumer[by_consumer], np.arange(n + 1))
+        dist_c = np.full(n, np.iinfo(np.int64).max)
+        dist_k = np.full(len(lay.ptr) - 1, np.iinfo(np.int64).max)
+        via_pair_c = np.full(n, -1, dtype=np.int64)  # taking pair that reached the consumer
+        via_pair_k = np.full(len(lay.ptr) - 1, -1, dtype=np.int64)  # giving pair that reached the class
+        heap: list[tuple[int, int, int]] = []
+        for c in sources.tolist():
+            dist_c[c] = 0
+            heap.append((0, 0, c))
+        heapq.heapify(heap)
+        reached = np.zeros(n, dtype=bool)
+        best: tuple[int, int, int] | None = None
+        while heap:
+            d, kind, node = heapq.heappop(heap)
+            if kind == 0:
+                if reached[node] or d > dist_c[node]:
+                    continue
+                reached[node] = True
+                if self.loads[node] <= top - 2:
+                    cand = (d, int(self.loads[node]), node)
+                    if best is None or cand < best:
+                        best = cand
+                    continue  # a target is an end point, not a relay
+                if best is not None and d >= best[0]:
+                    continue
+                for pair in by_consumer[cstart[node] : cstart[node + 1]].tolist():
+                    k = int(lay.pair_class[pair])
+                    w = d + (0 if self.x[pair] > self.p[pair] else 1)
+                    if w < dist_k[k]:
+                        dist_k[k] = w
+                        via_pair_k[k] = pair
+                        heapq.heappush(heap, (w, 1, k))
+            else:
+                if d > dist_k[node]:
+                    continue
+                lo, hi = int(lay.ptr[node]), int(lay.ptr[node + 1])
+                for pair in range(lo, hi):
+                    c = int(lay.pair_consumer[pair])
+                    if frozen[c] or d >= dist_c[c]:
+                        continue
+                    dist_c[c] = d
+                    via_pair_c[c] = pair
+                    heapq.heappush(heap, (d, 0, c))
+        if best is None:
+            return [], reached
+        path: list[int] = []
+        c = best[2]
+        while via_pair_c[c] >= 0:  # sources were never reached through a class
+            take = int(via_pair_c[c])
+            give = int(via_pair_k[lay.pair_class[take]])
+            path[:0] = [give, take]
+            c = int(lay.pair_consumer[give])
+        return path, reached
+
+    def chain_moves(self) -> bool:
+        """Improving chains, level by level from the most loaded; True if any was made."""
+        lay = self.lay
+        active = np.bincount(lay.pair_consumer, minlength=lay.n_consumers) > 0
+        frozen = ~active
+        moved = False
+        while True:
+            live = ~frozen
+            if not live.any():
+                return moved
+            top = int(self.loads[live].max())
+            if int(self.loads[live].min()) > top - 2:
+                return moved
+            sources = np.flatnonzero(live & (self.loads == top))
+            path, reached = self._cheapest_chain(sources, frozen, top)
+            if not path:
+                # nothing reachable from the top level can improve: those consumers are final
+                frozen |= reached
+                continue
+            for give, take in zip(path[0::2], path[1::2]):
+                self._move(give, take)
+            moved = True
+            self.direct_moves(newly_assigned_only=False)
+
+
+def _general_counts(lay: _Layout, kept_before: np.ndarray) -> np.ndarray:
+    bal = _Balancer(lay, kept_before)
+    bal.fill()  # step 3
+    before_x, before_score = bal.x.copy(), balance_score(bal.loads)
+    bal.direct_moves(newly_assigned_only=True)  # step 4
+    bal.direct_moves(newly_assigned_only=False)
+    bal.chain_moves()
+    if balance_score(bal.loads) >= before_score:  # step 5
+        return before_x
+    return bal.x
+
+
+# -- step 6 -----------------------------------------------------------------------------------
+
+
+def _capped_fill(held: np.ndarray, cap: np.ndarray, units: int) -> np.ndarray:
+    """How many of ``units`` partitions of one topic each consumer gets, at most ``cap`` each,
+    if each goes to whoever holds the fewest of the topic (ties: the most places left, then
+    the earlier position): the lowest holders are lifted to a common level at once."""
+    out = np.zeros(len(held), dtype=np.int64)
+    room = np.flatnonzero(cap > 0)
+    held, cap = held[room], cap[room]
+    if units == 1:  # the common case on a rebalance: one partition here, one there
+        out[room[np.lexsort((room, -cap, held))[0]]] = 1
+        return out
+
+    def given(level: int) -> np.ndarray:
+        return np.clip(level - held, 0, cap)
+
+    lo, hi = int(held.min()), int((held + cap).max())
+    while lo < hi:  # the smallest level that places every unit
+        mid = (lo + hi) // 2
+        if int(given(mid).sum()) >= units:
+            hi = mid
+        else:
+            lo = mid + 1
+    got = given(lo - 1)
+    rest = units - int(got.sum())
+    can = np.flatnonzero(given(lo) > got)
+    got[can[np.lexsort((can, got[can] - cap[can]))][:rest]] += 1
+    out[room] = got
+    return out
+
+
+def _interleave(owners: np.ndarray, amounts: np.ndarray) -> np.ndarray:
+    """``owners`` repeated by ``amounts`` in round-robin order: o0, o1, o2, o0, o2, ..."""
+    slots = np.repeat(owners, amounts)
+    rounds = np.arange(len(slots)) - np.repeat(np.cumsum(amounts) - amounts, amounts)
+    return slots[np.lexsort((slots, rounds))]
+
+
+def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray) -> np.ndarray:
+    """Owner index per row, given how many partitions each pair ends up with."""
+    n_rows, n_cons = len(lay.row_class), lay.n_consumers
+    keep = np.minimum(counts, kept_before)
+    owner = np.full(n_rows, -1, dtype=np.int64)
+    topic_size = np.bincount(lay.row_topic, minlength=lay.n_topics)
+    topic_class = np.zeros(lay.n_topics, dtype=np.int64)
+    topic_class[lay.row_topic] = lay.row_class
+    subscribers = np.diff(lay.ptr)
+
+    rows = np.flatnonzero(lay.row_pair >= 0)
+    pair = lay.row_pair[rows]
+    shrinking = keep[pair] < kept_before[pair]
+    kept_rows = rows[~shrinking]  # a consumer that keeps everything of a class needs no choice
+    give_up = rows[shrinking]
+    if len(give_up):
+        prev = lay.row_prev[give_up]
+        topic = lay.row_topic[give_up]
+        # the j-th partition (from 0) a consumer holds of a topic is over its fair share by
+        # (j + 1) - size / subscribers; the most over-represented are given up first, so a
+        # plan stays spread over topics and a later topic deletion unbalances it less
+        by_owner_topic = np.argsort(prev * lay.n_topics + topic, kind="stable")
+        key = (prev * lay.n_topics + topic)[by_owner_topic]
+        group_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        within = np.empty(len(give_up), dtype=np.int64)
+        within[by_owner_topic] = np.arange(len(give_up)) - np.repeat(
+            group_start, np.diff(np.r_[group_start, len(give_up)])
+        )
+        excess = (within + 1) * subscribers[lay.row_class[give_up]] - topic_size[topic]
+        # among equals, consumers give up different topics rather than all the same one
+        rotation = (topic - prev) % lay.n_topics
+        # stable sorts, least significant key first; row order breaks the remaining ties
+        order = np.argsort(rotation, kind="stable")
+        order = order[np.argsort(excess[order], kind="stable")]
+        order = order[np.argsort(lay.row_pair[give_up][order], kind="stable")]
+        pair_sorted = lay.row_pair[give_up][order]
+        rank = np.arange(len(order)) - np.searchsorted(pair_sorted, pair_sorted, side="left")
+        kept_rows = np.concatenate([kept_rows, give_up[order][rank < keep[pair_sorted]]])
+    owner[kept_rows] = lay.row_prev[kept_rows]
+
+    short = counts - keep
+    open_rows = np.flatnonzero(owner < 0)
+    if int(short.sum()) != len(open_rows):
+        raise AssertionError(f"sticky: {len(open_rows)} partitions to place but {int(short.sum())} places")
+    has_kept = np.bincount(lay.row_class[kept_rows], minlength=len(subscribers)) > 0
+
+    # a class where nothing stayed is dealt round-robin in (topic, partition) order: every
+    # topic and the group as a whole come out even
+    fresh_rows = open_rows[~has_kept[lay.row_class[open_rows]]]
+    if len(fresh_rows):
+        fresh_pairs = np.flatnonzero(~has_kept[lay.pair_class])
+        slots = _interleave(fresh_pairs, short[fresh_pairs])
+        slots = slots[np.argsort(lay.pair_class[slots], kind="stable")]
+        fresh_rows = fresh_rows[np.argsort(lay.row_class[fresh_rows], kind="stable")]
+        owner[fresh_rows] = lay.pair_consumer[slots]
+
+    # elsewhere each topic's open partitions go to the short consumers holding the fewest of
+    # it; the topics with the most open partitions first, while everyone still has room
+    rest = open_rows[has_kept[lay.row_class[open_rows]]]
+    if len(rest):
+        held_key, held_count = np.unique(lay.row_topic[kept_rows] * n_cons + owner[kept_rows], return_counts=True)
+        topics, first, sizes = np.unique(lay.row_topic[rest], return_index=True, return_counts=True)
+        held_from = np.searchsorted(held_key, topics * n_cons)
+        held_to = np.searchsorted(held_key, (topics + 1) * n_cons)
+        for i in np.lexsort((topics, -sizes)).tolist():
+            t, m = int(topics[i]), int(sizes[i])
+            k = int(topic_class[t])
+            seg = slice(int(lay.ptr[k]), int(lay.ptr[k + 1]))
+            cons = lay.pair_consumer[seg]
+            held = np.zeros(len(cons), dtype=np.int64)
+            holders = held_key[held_from[i] : held_to[i]] - t * n_cons
+            held[np.searchsorted(cons, holders)] = held_count[held_from[i] : held_to[i]]
+            got = _capped_fill(held, short[seg], m)
+            short[seg] -= got
+            owner[rest[first[i] : first[i] + m]] = _interleave(cons, got)
+    return owner
+
+
 def assign_group(problem: GroupProblem) -> list[str]:
-    raise NotImplementedError("sticky")
+    if len(problem.topics) == 0:
+        return []
+    lay = _layout(problem)
+    kept_before = np.bincount(lay.row_pair[lay.row_pair >= 0], minlength=len(lay.pair_class)).astype(np.int64)
+    per_consumer = np.bincount(lay.pair_consumer, minlength=lay.n_consumers)
+    if per_consumer.max() <= 1:
+        counts = _quota_counts(lay, kept_before)
+    else:
+        counts = _general_counts(lay, kept_before)
+    owner = _owners(lay, counts, kept_before)
+    return np.asarray(problem.consumers, dtype=object)[owner].tolist()
 
 
-STRATEGY = Strategy("sticky", "group", "KIP-54: balanced by count, then sticky", assign_group=assign_group, uses_previous=True)
+STRATEGY = Strategy(
+    "sticky", "group", "KIP-54: balanced by count, then sticky", assign_group=assign_group, uses_previous=True
+)
