@@ -1,15 +1,664 @@
-"""lag-sticky, the default. TODO(helper): implement."""
+"""lag-sticky, the default: count-balanced per topic, lag-balanced over the whole group, sticky.
+
+Priorities, in order (balance over stickiness, as in KIP-54):
+
+1. Counts, a hard rule. A topic with P partitions and C readers gives each reader
+   floor(P/C) or ceil(P/C) of them (its *base*, or the base plus one *extra*). Over the
+   whole group, with identical subscriptions, partition counts differ by at most one; with
+   different subscriptions no consumer keeps two more than a consumer that could take one
+   of its extras.
+2. Lag balance over the whole group, not topic by topic: the most loaded consumer as light
+   as the counts allow, measured against LB = max(total lag / consumers, largest lag).
+3. Stickiness: given a previous plan, a partition keeps its owner unless the counts force
+   it to move, or the plan's heaviest consumer carries more than (1 + tolerance) times the
+   bound.
+
+Steps (the functions below are named after them):
+
+1. Quotas. Which readers get each topic's P mod C extras. From scratch: water-filling,
+   topic by topic, to the readers expecting the fewest partitions, then the least lag
+   placed so far, then the smallest id; with identical subscriptions this alone keeps the
+   group within one. With a previous plan: a reader that held more than the base *claims*
+   an extra and claims win; then extras are handed from the fullest consumers to the
+   emptiest until the counts are even, choosing handovers that cost the fewest moves.
+2. Keep and shed (previous plan only). A consumer holding more of a topic than its quota
+   gives up the surplus: while it carries more than its fair share (total lag /
+   consumers), the heaviest partition that does not take it below that share, then the
+   lightest. Everything else stays.
+3. Place. Topics in decreasing order of their heaviest partition; within a topic the
+   unowned partitions, heaviest first, go to the readers with room in rounds, the least
+   loaded reader taking the heaviest partition of each round (LPT under the quotas).
+4. Even counts, where subscriptions differ: extras move from a consumer two partitions
+   above another to that other, each time the partition that best evens their lags.
+5. Improve. Local search on the most loaded consumer, with steps that keep every count
+   rule: swap two partitions of one topic; move an extra to a reader holding only the
+   base of that topic and fewer partitions in all; exchange extras of two topics. A step
+   is taken only if it lowers the higher load of the two consumers involved. From scratch
+   it runs until the bound is met within tolerance / 4 (headroom, so that the next sticky
+   runs need not move anything while lags drift). With a previous plan it runs only if the
+   plan exceeds (1 + tolerance) x LB, and only down to (1 + tolerance) x what a plan from
+   scratch achieves (the counts can put LB out of reach); if it cannot get there, balance
+   wins and the plan from scratch is returned.
+
+Options (``assign(..., strategy="lag-sticky", tolerance=..., max_swaps=...)``):
+
+- ``tolerance`` (0.05): the imbalance a previous plan may keep. A valid previous plan
+  whose heaviest consumer is within 1 + tolerance of the bound comes back unchanged.
+  Lower means better balance and more partitions moved as lags drift; 0 chases every bit
+  of balance at every run. Since every moved partition restarts a pipeline's read of it,
+  keep it above the drift of lags between two runs.
+- ``max_swaps`` (1000): a cap on the steps of 5 per plan, to bound the time on huge
+  groups (a step costs a few milliseconds at a million partitions).
+
+Steps 1-3 cost O(N log N + T x C) with numpy, a Python loop per topic (not per
+partition); a step of 5 costs O(partitions of one consumer) plus one scan of the
+candidate partners.
+
+Worked example. Consumers C0, C1, C2 read t0 (lags 60, 10, 10) and t1 (lags 50, 40, 5);
+each must hold one partition of each topic. t0 holds the heaviest partition, so it goes
+first: 60, 10, 10 to C0, C1, C2 (all empty, ties by id). Then t1, heaviest first to the
+least loaded: 50 to C1 (10), 40 to C2 (10), 5 to C0 (60)::
+
+    C0: [t0p0, t1p2]    65
+    C1: [t0p1, t1p0]    60
+    C2: [t0p2, t1p1]    50
+
+LB is max(175 / 3, 60) = 60, but whoever holds t0p0 also holds a partition of t1, so 65
+is the best the counts allow, and no step lowers it. The seeds' ``lag`` strategy gives C0
+the heaviest partition of both topics: 110.
+
+Then C3 joins. Three partitions per topic for four readers: base 0, three extras, all
+claimed by their old owners, which would leave C3 with nothing; so one extra is handed to
+C3 from the fullest consumers, the most loaded first: C0. Its fair share is 175 / 4 =
+43.75; shedding t0p0 (60) would take it far below, shedding t1p2 (5) does not, so t1's
+extra goes::
+
+    C0: [t0p0]          60
+    C1: [t0p1, t1p0]    60
+    C2: [t0p2, t1p1]    50
+    C3: [t1p2]           5
+
+One partition moved, the least C3 can get (6 partitions for 4 consumers); the heaviest
+consumer carries 60 = LB, so nothing else moves.
+"""
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
+from spark_lag_assign.errors import StrategyError
+
+#: the options ``assign(..., strategy="lag-sticky", **options)`` takes, with their defaults
+DEFAULTS: dict[str, float | int] = {"tolerance": 0.05, "max_swaps": 1_000}
+
+
+@dataclass(frozen=True)
+class _Group:
+    """The problem in integer arrays: rows sorted by (topic, partition), consumers by id."""
+
+    lag: np.ndarray  # int64 per row
+    topic: np.ndarray  # int64 topic index per row
+    start: np.ndarray  # first row of each topic
+    stop: np.ndarray  # one past the last row of each topic
+    reads: np.ndarray  # bool (topics, consumers): consumer reads topic
+    readers: list[np.ndarray]  # per topic, the indices of its readers (ascending)
+    identical: bool  # every consumer reads every topic with rows
+    lower_bound: float  # max(total lag / consumers, largest lag): the metric's LB
+
+    @property
+    def consumers(self) -> int:
+        return self.reads.shape[1]
+
+
+@dataclass
+class _State:
+    owner: np.ndarray  # int64 consumer index per row (-1: not placed yet)
+    previous: np.ndarray  # int64 previous owner per row (-1: none or no longer valid)
+    load: np.ndarray  # int64 lag per consumer
+    count: np.ndarray  # int64 partitions per consumer
+    extra: np.ndarray  # bool (topics, consumers): consumer holds ceil(P/C) of the topic, not floor
+
+    @classmethod
+    def begin(cls, group: _Group, previous: np.ndarray) -> _State:
+        """Every row with its previous owner, loads counted from them; counts come later."""
+        held = previous >= 0
+        return cls(
+            owner=previous.copy(),
+            previous=previous,
+            load=_sum_by(previous[held], group.lag[held], group.consumers),
+            count=np.zeros(group.consumers, dtype=np.int64),
+            extra=np.zeros(group.reads.shape, dtype=bool),
+        )
+
+
+def options(raw: Mapping[str, Any]) -> tuple[float, int]:
+    """(tolerance, max_swaps) from the strategy options, defaults filled in; StrategyError if invalid."""
+    unknown = sorted(set(raw) - set(DEFAULTS))
+    if unknown:
+        raise StrategyError(f"lag-sticky takes no option {', '.join(unknown)}; it takes: {', '.join(DEFAULTS)}")
+    tolerance = raw.get("tolerance", DEFAULTS["tolerance"])
+    max_swaps = raw.get("max_swaps", DEFAULTS["max_swaps"])
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not tolerance >= 0:
+        raise StrategyError(f"lag-sticky: tolerance must be a number >= 0, not {tolerance!r}")
+    if isinstance(max_swaps, bool) or not isinstance(max_swaps, int) or max_swaps < 0:
+        raise StrategyError(f"lag-sticky: max_swaps must be an integer >= 0, not {max_swaps!r}")
+    return float(tolerance), int(max_swaps)
 
 
 def assign_group(problem: GroupProblem) -> list[str]:
-    raise NotImplementedError("lag-sticky")
+    tolerance, max_swaps = options(problem.options)
+    consumers = list(problem.consumers)
+    if len(problem.partitions) == 0:
+        return []
+    group = _group(problem, consumers)
+    previous = _previous(group, problem, consumers)
+    if (previous >= 0).any():
+        state = _sticky(group, previous, tolerance, max_swaps)
+    else:
+        state = _fresh(group, tolerance, max_swaps)
+    return np.asarray(consumers, dtype=object)[state.owner].tolist()
+
+
+def _fresh(group: _Group, tolerance: float, max_swaps: int) -> _State:
+    """A plan from scratch, improved until within a quarter of the tolerance of the bound:
+    headroom so that the next runs, sticky, need not move anything while lags drift a little."""
+    state = _State.begin(group, np.full(len(group.lag), -1, dtype=np.int64))
+    _distribute(group, state, sticky=False)
+    if not group.identical:
+        _even_counts(group, state.count, state.extra, state.load, *_move_extra(group, state))
+    _Search(group, state).run((1 + tolerance / 4) * group.lower_bound, max_swaps)
+    return state
+
+
+def _sticky(group: _Group, previous: np.ndarray, tolerance: float, max_swaps: int) -> _State:
+    """The previous plan with the count rules restored (step 1-3); improved (step 5) only if
+    its heaviest consumer carries more than 1 + tolerance times the bound, and then only down
+    to 1 + tolerance times what a plan from scratch achieves (the counts can put the bound
+    out of reach). If it cannot get there, balance wins: the plan from scratch is returned."""
+    state = _State.begin(group, previous)
+    _distribute(group, state, sticky=True)
+    limit = (1 + tolerance) * group.lower_bound
+    if state.load.max() <= limit:
+        return state
+    fresh = _fresh(group, tolerance, max_swaps)
+    limit = max(limit, (1 + tolerance) * float(fresh.load.max()))
+    _Search(group, state).run(limit, max_swaps)
+    return state if state.load.max() <= limit else fresh
+
+
+# ---------------------------------------------------------------------------------------------
+# the problem as arrays
+
+
+def _group(problem: GroupProblem, consumers: list[str]) -> _Group:
+    topics = np.asarray(problem.topics, dtype=object)
+    lag = np.asarray(problem.lags, dtype=np.int64)
+    n_rows = len(lag)
+    start = np.flatnonzero(np.r_[True, topics[1:] != topics[:-1]])
+    stop = np.r_[start[1:], n_rows]
+    names = [str(t) for t in topics[start]]
+    topic = np.repeat(np.arange(len(start), dtype=np.int64), stop - start)
+    n_consumers = len(consumers)
+    first = list(problem.subscriptions[consumers[0]])
+    identical = all(list(problem.subscriptions[c]) == first for c in consumers[1:])
+    if identical:
+        reads = np.ones((len(start), n_consumers), dtype=bool)
+        everyone = np.arange(n_consumers, dtype=np.int64)
+        readers = [everyone] * len(start)
+    else:
+        index = {t: i for i, t in enumerate(names)}
+        reads = np.zeros((len(start), n_consumers), dtype=bool)
+        for c, consumer in enumerate(consumers):
+            for t in problem.subscriptions[consumer]:
+                if t in index:
+                    reads[index[t], c] = True
+        readers = [np.flatnonzero(row) for row in reads]
+    total = int(lag.sum())
+    lower_bound = max(total / n_consumers, float(lag.max()))
+    return _Group(lag, topic, start, stop, reads, readers, identical, lower_bound)
+
+
+def _previous(group: _Group, problem: GroupProblem, consumers: list[str]) -> np.ndarray:
+    """The previous owner of each row as a consumer index, -1 where there is none."""
+    named = np.asarray(problem.previous, dtype=object)
+    if not len(named) or not (named != None).any():  # noqa: E711 (elementwise, not identity)
+        return np.full(len(group.lag), -1, dtype=np.int64)
+    previous = pd.Index(consumers).get_indexer(pd.Index(named))
+    previous = previous.astype(np.int64)
+    # an owner that no longer reads the topic is no owner (assign() filters these already)
+    held = previous >= 0
+    held[held] = group.reads[group.topic[held], previous[held]]
+    previous[~held] = -1
+    return previous
+
+
+def _sum_by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """Exact int64 sums of ``values`` grouped by ``index`` (bincount would go through float)."""
+    out = np.zeros(size, dtype=np.int64)
+    np.add.at(out, index, values)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# steps 1-3: quotas, sheds, placement, topic by topic
+
+
+def _distribute(group: _Group, state: _State, sticky: bool) -> None:
+    """Steps 1-3 topic by topic, heaviest partition first: quotas, sheds, placement."""
+    n_consumers = group.consumers
+    fair = group.lag.sum() / n_consumers
+    base, extras = _base(group)
+    if sticky:
+        _sticky_quotas(group, state, base, extras)
+    expected = np.full(n_consumers, int(base.sum()), dtype=np.int64) if group.identical else base @ group.reads
+    heaviest = np.maximum.reduceat(group.lag, group.start)
+    scale = int(group.lag.sum()) + 1
+    fits = 2 * (len(group.lag) + 1) * scale < 2**62
+    for t in np.lexsort((np.arange(len(heaviest)), -heaviest)).tolist():
+        s, e = int(group.start[t]), int(group.stop[t])
+        readers = group.readers[t]
+        quota = np.full(len(readers), base[t], dtype=np.int64)
+        if not sticky:
+            # water-filling: the extras to the readers with the fewest partitions expected,
+            # then the least lag so far, then the smallest id
+            if extras[t]:
+                rank = _ranked(fits, scale, expected[readers], state.load[readers])[: extras[t]]
+                quota[rank] += 1
+                state.extra[t, readers[rank]] = True
+                expected[readers[rank]] += 1
+            _place(np.arange(s, e), readers, quota, group, state)
+            continue
+        quota += state.extra[t, readers]
+        previous = state.previous[s:e]
+        held = np.bincount(previous[previous >= 0], minlength=n_consumers)[readers]
+        keep = np.minimum(held, quota)
+        free = previous < 0
+        for i in np.flatnonzero(held > keep).tolist():
+            c = int(readers[i])
+            mine = np.flatnonzero(previous == c)
+            drop = mine[_sheds(group.lag[s + mine], int(held[i] - keep[i]), state.load[c] - fair)]
+            free[drop] = True
+            state.owner[s + drop] = -1
+            state.load[c] -= int(group.lag[s + drop].sum())
+        _place(s + np.flatnonzero(free), readers, quota - keep, group, state)
+    state.count[:] = np.bincount(state.owner, minlength=n_consumers)
+
+
+def _base(group: _Group) -> tuple[np.ndarray, np.ndarray]:
+    """Per topic, the partitions every reader gets (floor P/C) and how many get one more (P mod C)."""
+    size = group.stop - group.start
+    n_readers = group.reads.sum(axis=1)
+    return size // n_readers, size % n_readers
+
+
+def _sticky_quotas(group: _Group, state: _State, base: np.ndarray, extras: np.ndarray) -> None:
+    """Which readers of each topic get its extra partitions, keeping as many previous owners
+    as the count rules allow. A reader *claims* an extra where it held more than the base.
+
+    Claims win first, fewest partitions expected among them; then global balance is repaired
+    by handing extras from the fullest consumers to the emptiest, cheapest first: an extra
+    nobody claimed costs nothing to hand over, a claimed one costs the partition its holder
+    sheds, and handing it to a reader that claimed it saves one. Among equals, a claim is
+    kept where giving it up would force the holder to shed more lag than it carries above
+    its fair share (its lightest partition of the topic is heavier than that excess)."""
+    n_consumers = group.consumers
+    held_rows = np.flatnonzero(state.previous >= 0)
+    key = group.topic[held_rows] * n_consumers + state.previous[held_rows]
+    order = np.argsort(key, kind="stable")
+    pairs, first, held = np.unique(key[order], return_index=True, return_counts=True)
+    lightest = np.minimum.reduceat(group.lag[held_rows[order]], first) if len(first) else first
+    topic_of, consumer_of = pairs // n_consumers, pairs % n_consumers
+    claim = (held > base[topic_of]) & (extras[topic_of] > 0)
+    claimed = np.zeros(group.reads.shape, dtype=bool)
+    claimed[topic_of[claim], consumer_of[claim]] = True
+    excess = state.load - group.lag.sum() / n_consumers
+    costly = np.zeros(group.reads.shape, dtype=bool)
+    hurt = claim & (lightest > excess[consumer_of])
+    costly[topic_of[hurt], consumer_of[hurt]] = True
+    expected = np.full(n_consumers, int(base.sum()), dtype=np.int64) if group.identical else base @ group.reads
+    for t in np.flatnonzero(extras).tolist():
+        readers = group.readers[t]
+        claims = readers[claimed[t, readers]]
+        if len(claims) > extras[t]:
+            # too many claims: keep those of the fewest expected, then where shedding hurts
+            order = np.lexsort((claims, state.load[claims], ~costly[t, claims], expected[claims]))
+            winners = claims[order[: extras[t]]]
+        elif len(claims) < extras[t]:
+            others = readers[~claimed[t, readers]]
+            order = np.lexsort((others, state.load[others], expected[others]))
+            winners = np.r_[claims, others[order[: extras[t] - len(claims)]]]
+        else:
+            winners = claims
+        state.extra[t, winners] = True
+        expected[winners] += 1
+
+    claimed_by, costly_by = np.ascontiguousarray(claimed.T), np.ascontiguousarray(costly.T)
+
+    def price(giver: int, taker: int, topics: np.ndarray) -> tuple[int, int]:
+        # moves it costs: the partition the giver sheds, less the one the taker keeps; then
+        # a shed that would cut the giver below its fair share counts as worse
+        cost = 2 * (claimed_by[giver, topics].astype(np.int64) - claimed_by[taker, topics]) + costly_by[giver, topics]
+        i = int(np.lexsort((topics, cost))[0])
+        return int(cost[i]), int(topics[i])
+
+    _even_counts(group, expected, state.extra, state.load, price, lambda giver, taker, topic: None)
+
+
+def _ranked(fits: bool, scale: int, count: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """Positions sorted by (count, load, position)."""
+    if fits:
+        return np.argsort(count * scale + load, kind="stable")
+    return np.lexsort((load, count))
+
+
+def _sheds(lags: np.ndarray, need: int, excess: float) -> np.ndarray:
+    """Which of a consumer's partitions of one topic to give up: while the consumer carries more
+    than its fair lag, the heaviest that does not overshoot; then the lightest."""
+    order = np.argsort(lags, kind="stable")
+    values = lags[order].tolist()
+    rest = order.tolist()
+    picked: list[int] = []
+    while need and excess > 0:
+        j = bisect_right(values, excess) - 1
+        if j < 0:
+            break
+        picked.append(rest.pop(j))
+        excess -= values.pop(j)
+        need -= 1
+    picked.extend(rest[:need])
+    return np.asarray(picked, dtype=np.int64)
+
+
+def _place(rows: np.ndarray, readers: np.ndarray, room: np.ndarray, group: _Group, state: _State) -> None:
+    """LPT in rounds: heaviest rows first, each round one row to every reader with room left,
+    the lightest-loaded reader getting the heaviest row."""
+    if len(rows) == 0:
+        return
+    if int(room.sum()) != len(rows):
+        raise AssertionError(f"lag-sticky: {len(rows)} rows for {int(room.sum())} free slots")
+    rows = rows[np.argsort(-group.lag[rows], kind="stable")]
+    holders, room = readers[room > 0], room[room > 0]
+    done = 0
+    for round_ in range(int(room.max())):
+        active = holders[room > round_]
+        # holders are ascending, so a stable sort on load breaks ties by consumer id
+        active = active[np.argsort(state.load[active], kind="stable")]
+        take = rows[done : done + len(active)]
+        state.owner[take] = active
+        state.load[active] += group.lag[take]
+        done += len(active)
+
+
+# ---------------------------------------------------------------------------------------------
+# step 4: global count balance where subscriptions differ
+
+
+HandOver = Callable[[int, int, np.ndarray], tuple[int, int]]
+
+
+def _even_counts(
+    group: _Group, count: np.ndarray, extra: np.ndarray, load: np.ndarray, price: HandOver,
+    apply: Callable[[int, int, int], None], width: int = 8,
+) -> None:
+    """Step 4: while a consumer holds 2+ partitions more than another that reads a topic it
+    holds an extra of, hand that extra over. ``price(giver, taker, topics)`` gives (cost,
+    topic) for the best of ``topics``; the cheapest handover among the ``width`` most loaded
+    of the fullest consumers and the ``width`` emptiest is taken, then ``apply``'d. Every
+    handover lowers the sum of squared counts, so this ends."""
+    # rows per consumer: the scans below read one consumer's topics at a time
+    held = np.ascontiguousarray(extra.T)
+    reads = None if group.identical else np.ascontiguousarray(group.reads.T)
+
+    def topics_for(giver: int, taker: int) -> np.ndarray:
+        mask = held[giver] & ~held[taker]
+        return np.flatnonzero(mask if reads is None else mask & reads[taker])
+
+    blocked = np.zeros(group.consumers, dtype=bool)
+    while True:
+        live = np.flatnonzero(~blocked)
+        if len(live) == 0:
+            return
+        most = int(count[live].max())
+        givers = live[count[live] == most]
+        givers = givers[np.lexsort((givers, -load[givers]))]
+        takers = np.flatnonzero(count <= most - 2)
+        if len(takers) == 0:
+            return
+        takers = takers[np.lexsort((takers, load[takers], count[takers]))]
+        best: tuple[int, int, int, int] | None = None
+        for giver in givers[:width].tolist():
+            for taker in takers[:width].tolist():
+                topics = topics_for(giver, taker)
+                if len(topics):
+                    cost, t = price(giver, taker, topics)
+                    if best is None or cost < best[0]:
+                        best = (cost, giver, taker, t)
+        if best is None:
+            # where subscriptions differ, the first fullest consumer may have a taker further down
+            giver = int(givers[0])
+            for taker in takers[width:].tolist():
+                topics = topics_for(giver, taker)
+                if len(topics):
+                    best = (0, giver, taker, price(giver, taker, topics)[1])
+                    break
+            else:
+                blocked[giver] = True
+                continue
+        _, giver, taker, t = best
+        apply(giver, taker, t)
+        extra[t, giver], extra[t, taker] = False, True
+        held[giver, t], held[taker, t] = False, True
+        count[giver] -= 1
+        count[taker] += 1
+        blocked[:] = False
+
+
+def _move_extra(group: _Group, state: _State) -> tuple[HandOver, Callable[[int, int, int], None]]:
+    """For a placed plan: any topic; move the giver's partition whose lag best evens out the pair."""
+
+    def price(giver: int, taker: int, topics: np.ndarray) -> tuple[int, int]:
+        return 0, int(topics[0])
+
+    def apply(giver: int, taker: int, topic: int) -> None:
+        s, e = int(group.start[topic]), int(group.stop[topic])
+        rows = s + np.flatnonzero(state.owner[s:e] == giver)
+        half = (int(state.load[giver]) - int(state.load[taker])) / 2
+        row = int(rows[np.argmin(np.abs(group.lag[rows] - half))])
+        state.owner[row] = taker
+        state.load[giver] -= int(group.lag[row])
+        state.load[taker] += int(group.lag[row])
+
+    return price, apply
+
+
+# ---------------------------------------------------------------------------------------------
+# step 5: local search on the most loaded consumer
+
+
+class _Holdings:
+    """The rows of each consumer, current under moves without rescanning every row."""
+
+    def __init__(self, owner: np.ndarray, n_consumers: int) -> None:
+        self.owner = owner
+        self.original = owner.copy()
+        self.order = np.argsort(owner, kind="stable")
+        self.bounds = np.searchsorted(owner[self.order], np.arange(n_consumers + 1))
+        self.arrived: dict[int, list[int]] = {}
+
+    def rows(self, c: int) -> np.ndarray:
+        """``c``'s rows: those it held when indexed and still holds, then those that came since."""
+        rows = self.order[self.bounds[c] : self.bounds[c + 1]]
+        rows = rows[self.owner[rows] == c]
+        if c not in self.arrived:
+            return rows
+        came = np.asarray(self.arrived[c], dtype=np.int64)
+        came = np.unique(came[(self.owner[came] == c) & (self.original[came] != c)])
+        return np.r_[rows, came]
+
+    def move(self, row: int, c: int) -> None:
+        self.owner[row] = c
+        self.arrived.setdefault(c, []).append(row)
+
+
+class _Search:
+    """Local search on the most loaded consumer (step 5). Three kinds of step keep every
+    count rule: a swap of two partitions of one topic; a move of a topic's extra partition
+    to a reader at the topic's floor with fewer partitions in all; an exchange of two extra
+    partitions of different topics. A step is taken only if it lowers the higher load of
+    the two consumers it touches."""
+
+    def __init__(self, group: _Group, state: _State) -> None:
+        self.group, self.state = group, state
+
+    def _index(self) -> None:
+        """The lookups the steps need; built only once a step is needed (sorting a million
+        rows costs about a second)."""
+        group = self.group
+        self.held = _Holdings(self.state.owner, group.consumers)
+        n_rows = len(group.lag)
+        # rows sorted by (topic, lag): the partners of a swap are a window of this order
+        by_lag = np.argsort(group.lag)
+        self.sorted_lag = group.lag[by_lag]
+        # rank = how many rows are lighter, equal lags sharing one (sorted queries search fast)
+        self.rank = np.empty(n_rows, dtype=np.int64)
+        self.rank[by_lag] = np.searchsorted(self.sorted_lag, self.sorted_lag)
+        key = group.topic * n_rows + self.rank
+        self.by_key = np.argsort(key, kind="stable")
+        self.sorted_key = key[self.by_key]
+
+    def run(self, limit: float, max_steps: int) -> None:
+        """Steps until no consumer carries more than ``limit``, none helps, or ``max_steps``."""
+        load = self.state.load
+        for taken in range(max_steps):
+            top = int(np.argmax(load))
+            if load[top] <= limit:
+                return
+            if taken == 0:
+                self._index()
+            rows = self.held.rows(top)
+            step = self._swap(top, rows)
+            move = self._move(top, rows)
+            if move is not None and (step is None or move[0] < step[0]):
+                step = move
+            if step is None:
+                step = self._exchange(top, rows)
+            if step is None or step[0] >= load[top]:
+                return
+            self._apply(top, step)
+
+    def _apply(self, top: int, step: tuple[int, int, int, int]) -> None:
+        _, x, y, other = step
+        group, state = self.group, self.state
+        tx = int(group.topic[x])
+        self.held.move(x, other)
+        state.load[top] -= int(group.lag[x])
+        state.load[other] += int(group.lag[x])
+        if y < 0:
+            state.count[top] -= 1
+            state.count[other] += 1
+        else:
+            self.held.move(y, top)
+            state.load[top] += int(group.lag[y])
+            state.load[other] -= int(group.lag[y])
+        ty = int(group.topic[y]) if y >= 0 else -1
+        if ty != tx:  # a move or an exchange hands over the extra of x's topic (and back for y's)
+            state.extra[tx, top], state.extra[tx, other] = False, True
+            if ty >= 0:
+                state.extra[ty, other], state.extra[ty, top] = False, True
+
+    def _swap(self, top: int, rows: np.ndarray) -> tuple[int, int, int, int] | None:
+        """Best swap of one of ``rows`` with a lighter partition of the same topic."""
+        group, owner, load = self.group, self.state.owner, self.state.load
+        n_rows = len(group.lag)
+        gap = int(load[top] - load.min())
+        # partners must be lighter than x, by less than the widest gap to another consumer
+        low = np.searchsorted(self.sorted_lag, group.lag[rows] - gap, side="right")
+        base = group.topic[rows] * n_rows
+        lo = np.searchsorted(self.sorted_key, base + low)
+        hi = np.searchsorted(self.sorted_key, base + self.rank[rows])
+        width = np.maximum(hi - lo, 0)
+        if not width.any():
+            return None
+        xs = np.repeat(rows, width)
+        ys = self.by_key[np.repeat(lo, width) + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)]
+        others = owner[ys]
+        d = group.lag[xs] - group.lag[ys]
+        ok = (others != top) & (d < load[top] - load[others])
+        if not ok.any():
+            return None
+        xs, ys, others, d = xs[ok], ys[ok], others[ok], d[ok]
+        new = np.maximum(load[top] - d, load[others] + d)
+        i = int(np.argmin(new))
+        return int(new[i]), int(xs[i]), int(ys[i]), int(others[i])
+
+    def _move(self, top: int, rows: np.ndarray, partners: int = 16) -> tuple[int, int, int, int] | None:
+        """Best move of one of ``top``'s extra partitions to one of the ``partners`` least
+        loaded readers that hold fewer partitions in all and only the base of its topic."""
+        group, state = self.group, self.state
+        takers = np.flatnonzero(state.count < state.count[top])
+        if len(takers) == 0:
+            return None
+        takers = takers[np.argsort(state.load[takers], kind="stable")[:partners]]
+        extras = rows[state.extra[group.topic[rows], top]]
+        if len(extras) == 0:
+            return None
+        t = group.topic[extras]
+        eligible = group.reads[np.ix_(t, takers)] & ~state.extra[np.ix_(t, takers)]
+        # takers are sorted by load, so the first eligible one is the lightest
+        first = np.argmax(eligible, axis=1)
+        usable = eligible[np.arange(len(extras)), first]
+        if not usable.any():
+            return None
+        xs, to = extras[usable], takers[first[usable]]
+        new = np.maximum(state.load[top] - group.lag[xs], state.load[to] + group.lag[xs])
+        i = int(np.argmin(new))
+        return int(new[i]), int(xs[i]), -1, int(to[i])
+
+    def _exchange(self, top: int, rows: np.ndarray, partners: int = 8) -> tuple[int, int, int, int] | None:
+        """Best exchange of an extra partition of ``top`` for a lighter extra partition of
+        another topic held by one of the ``partners`` least loaded consumers."""
+        group, state, load = self.group, self.state, self.state.load
+        best: tuple[int, int, int, int] | None = None
+        mine = rows[state.extra[group.topic[rows], top]]
+        if len(mine) == 0:
+            return None
+        others = np.argsort(load, kind="stable")[:partners]
+        for other in others[others != top].tolist():
+            gap = int(load[top] - load[other])
+            if gap <= 1:
+                continue
+            tx = group.topic[mine]
+            xs = mine[~state.extra[tx, other] & group.reads[tx, other]]
+            theirs = self.held.rows(other)
+            ty = group.topic[theirs]
+            ys = theirs[state.extra[ty, other] & ~state.extra[ty, top] & group.reads[ty, top]]
+            if len(xs) == 0 or len(ys) == 0:
+                continue
+            ys = ys[np.argsort(group.lag[ys], kind="stable")]
+            ylag = group.lag[ys]
+            # the best partner for x is the nearest to lag(x) - gap/2, from below or above
+            at = np.searchsorted(ylag, group.lag[xs] - gap / 2)
+            for j in (np.maximum(at - 1, 0), np.minimum(at, len(ys) - 1)):
+                d = group.lag[xs] - ylag[j]
+                ok = (d > 0) & (d < gap)
+                if not ok.any():
+                    continue
+                new = np.maximum(load[top] - d, load[other] + d)
+                new = np.where(ok, new, np.iinfo(np.int64).max)
+                i = int(np.argmin(new))
+                if best is None or int(new[i]) < best[0]:
+                    best = (int(new[i]), int(xs[i]), int(ys[j[i]]), int(other))
+        return best
 
 
 STRATEGY = Strategy(
     "lag-sticky", "group", "count-balanced, lag-balanced across the group, sticky", assign_group=assign_group,
-    uses_previous=True,
+    options=tuple(DEFAULTS), uses_previous=True,
 )
