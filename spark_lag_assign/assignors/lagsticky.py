@@ -173,7 +173,7 @@ def _fresh(group: _Group, tolerance: float, max_swaps: int) -> _State:
     _distribute(group, state, sticky=False)
     if not group.identical:
         _even_counts(group, state.count, state.extra, state.load, *_move_extra(group, state))
-    _Search(group, state).run((1 + tolerance / 4) * group.lower_bound, max_swaps)
+    _improve(group, state, (1 + tolerance / 4) * group.lower_bound, max_swaps)
     return state
 
 
@@ -189,8 +189,16 @@ def _sticky(group: _Group, previous: np.ndarray, tolerance: float, max_swaps: in
         return state
     fresh = _fresh(group, tolerance, max_swaps)
     limit = max(limit, (1 + tolerance) * float(fresh.load.max()))
-    _Search(group, state).run(limit, max_swaps)
+    _improve(group, state, limit, max_swaps)
     return state if state.load.max() <= limit else fresh
+
+
+def _improve(group: _Group, state: _State, limit: float, max_swaps: int) -> None:
+    """Step 5, then step 4 again where subscriptions differ: a move of the search can leave
+    a consumer two above another that could take one of its extras."""
+    _Search(group, state).run(limit, max_swaps)
+    if not group.identical:
+        _even_counts(group, state.count, state.extra, state.load, *_move_extra(group, state))
 
 
 # ---------------------------------------------------------------------------------------------
