@@ -38,6 +38,8 @@ from spark_lag_assign.stream import AssignedStream, PlanFollower, RunSummary, St
 log = logging.getLogger("example_pipeline")
 
 COLUMNS = ("topic", "partition", "offset", "timestamp", "CAST(value AS STRING) AS value")
+#: the sinks' schema, given when reading back: a sink that committed no file has none to infer from
+SINK_SCHEMA = "topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, value STRING"
 
 
 def sink_dir(output: str | Path, consumer: str, generation: int) -> Path:
@@ -69,7 +71,7 @@ def report(spark: Any, output: str | Path, summary: RunSummary) -> str:
     dirs = sorted(str(d) for d in (Path(output) / summary.consumer).glob("gen-*") if (d / "_spark_metadata").is_dir())
     counts: dict[tuple[str, int], int] = {}
     for d in dirs:  # one read per sink: Spark only honours a sink's log when given its own directory
-        for row in spark.read.parquet(d).groupBy("topic", "partition").agg(F.count("*").alias("n")).collect():
+        for row in spark.read.schema(SINK_SCHEMA).parquet(d).groupBy("topic", "partition").agg(F.count("*").alias("n")).collect():
             key = (row["topic"], int(row["partition"]))
             counts[key] = counts.get(key, 0) + int(row["n"])
     total = sum(counts.values())

@@ -36,8 +36,9 @@ A consumer with no claim file has never read anything.
    follower keeps reading by the last good one, and a plan without this consumer means it
    has left the group: it releases everything (steps 2-4) and returns.
 2. When this consumer's partitions change, it stops its query between micro-batches: it
-   waits until no trigger is active (up to ``stop_timeout``), then stops it. A batch caught
-   in flight is not committed anywhere, so the next owner reads it again.
+   waits (up to ``stop_timeout``) until the query is not processing a batch (it sleeps until
+   the next trigger, or is still asking Kafka for the next batch's offsets), then stops it.
+   A batch stopped mid-way after all is not committed anywhere: the next owner reads it again.
 3. It commits the end offsets of the last completed batch to the group, retrying until
    ``commit_timeout``; if that never succeeds it raises ``KafkaCommitError`` and does not
    release (step 4), so that nobody starts from offsets older than what it has read.
@@ -1095,21 +1096,26 @@ class PlanFollower:
 
 
 def _stop_between_batches(query: StreamingQuery, timeout: float) -> bool:
-    """Stop a query while no trigger runs; True if it had to be stopped mid-batch.
+    """Stop a query while none of its batches is being processed; True if it had to stop one mid-way.
 
-    ``stop()`` interrupts a running batch; a Python ``foreachBatch`` interrupted that way
-    makes Spark 4.0 log a StackOverflowError, and any sink redoes the work. Between
-    triggers there is nothing to interrupt.
+    ``stop()`` interrupts whatever the query does. Interrupting a trigger while it only asks
+    Kafka for offsets, or sleeps until the next trigger, loses nothing; interrupting the
+    processing of a batch makes the sink redo it, and a Python ``foreachBatch`` interrupted
+    that way makes Spark 4.0 log a StackOverflowError. Under load batches run back to back,
+    so waiting for an idle trigger alone might never end: the offset-fetching phase at the
+    start of every batch is the boundary this waits for.
     """
     deadline = time.monotonic() + timeout
     while query.isActive:
-        if not query.status.get("isTriggerActive", False):
+        status = query.status
+        processing = bool(status.get("isTriggerActive")) and str(status.get("message", "")).startswith("Processing")
+        if not processing:
             query.stop()
             return False
         if time.monotonic() >= deadline:
             query.stop()
             return True
-        time.sleep(0.05)
+        time.sleep(0.02)
     query.stop()  # already ended by itself: makes sure its resources are gone
     return False
 

@@ -1,0 +1,445 @@
+"""Pipelines that follow the plan, against the real broker and real Spark: the loop
+plan -> pipelines -> committed lag -> plan, handovers between generations while a producer
+keeps writing, and the faults a pipeline must survive or report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from spark_lag_assign import config, job, plan as plan_io
+from spark_lag_assign.errors import (
+    ConsumerNotInPlanError,
+    HandoverTimeoutError,
+    KafkaCommitError,
+    NothingAssignedError,
+    PlanError,
+)
+from spark_lag_assign.localkafka import LocalKafka, commit, create_topic, produce
+from spark_lag_assign.offsets import read_offsets
+from spark_lag_assign.stream import (
+    Claim,
+    KafkaGroupCommit,
+    PlanFollower,
+    RunSummary,
+    read_assigned,
+    read_claims,
+    write_claim,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+MAX_PER_TRIGGER = 50  # a micro-batch holds at most this many records: the duplicate bound per moved partition
+
+
+def load_example() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("example_pipeline", REPO / "jobs" / "example_pipeline.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+example = load_example()
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str, pause: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting until {what}")
+        time.sleep(pause)
+
+
+def group_offsets(bootstrap: str, group: str, topic: str) -> pd.DataFrame:
+    return read_offsets(bootstrap, group, topics=[topic]).set_index("partition")
+
+
+def caught_up(bootstrap: str, group: str, topic: str, ends: dict[int, int] | None = None) -> bool:
+    """Whether the group's commits reached ``ends`` (default: the partitions' end offsets now)."""
+    frame = group_offsets(bootstrap, group, topic)
+    targets = ends if ends is not None else {int(p): int(e) for p, e in frame["end_offset"].items()}
+    committed = frame["committed_offset"]
+    return all(pd.notna(committed[p]) and int(committed[p]) >= target for p, target in targets.items())
+
+
+class Producer(threading.Thread):
+    """Keeps appending ``b"<topic>:<partition>:<seq>"`` to every partition until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, start: int, per_round: int = 1, pause: float = 0.4):
+        super().__init__(name=f"producer-{topic}", daemon=True)
+        self.bootstrap, self.topic, self.per_round, self.pause = bootstrap, topic, per_round, pause
+        self.sent = {p: start for p in range(partitions)}  # acknowledged records per partition
+        self.halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks=1, linger_ms=5, client_id="sla-test-producer")
+        try:
+            while not self.halt.is_set():
+                futures = []
+                for p in sorted(self.sent):
+                    for seq in range(self.sent[p], self.sent[p] + self.per_round):
+                        futures.append(producer.send(self.topic, value=f"{self.topic}:{p}:{seq}".encode(), partition=p))
+                producer.flush(timeout=30)
+                for f in futures:
+                    f.get(timeout=30)
+                for p in self.sent:
+                    self.sent[p] += self.per_round
+                self.halt.wait(self.pause)
+        except BaseException as exc:  # surfaced by the test, which owns the failure
+            self.error = exc
+        finally:
+            producer.close()
+
+    def produced(self) -> set[str]:
+        return {f"{self.topic}:{p}:{seq}" for p, n in self.sent.items() for seq in range(n)}
+
+
+class Running:
+    """A follower running in its own thread, as one pipeline would run on its own host."""
+
+    def __init__(self, follower: PlanFollower, **run_options: Any) -> None:
+        self.follower = follower
+        self.summary: RunSummary | None = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, kwargs=run_options, name=f"follow-{follower.consumer}")
+        self.thread.start()
+
+    def _run(self, **run_options: Any) -> None:
+        try:
+            self.summary = self.follower.run(**run_options)
+        except BaseException as exc:
+            self.error = exc
+
+    def started(self, generation: int) -> bool:
+        if self.error is not None:
+            raise AssertionError(f"{self.follower.consumer} failed") from self.error
+        return any(e.kind == "start" and e.generation == generation for e in self.follower.events)
+
+    def finish(self, timeout: float = 120) -> RunSummary:
+        self.follower.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"{self.follower.consumer} did not stop within {timeout}s"
+        if self.error is not None:
+            raise self.error
+        assert self.summary is not None
+        return self.summary
+
+
+def follower(spark: Any, plan_dir: Path, consumer: str, root: Path, bootstrap: str, **options: Any) -> PlanFollower:
+    settings: dict[str, Any] = {
+        "checkpoint_root": root / "checkpoints",
+        "kafka_options": {"kafka.bootstrap.servers": bootstrap, "maxOffsetsPerTrigger": MAX_PER_TRIGGER},
+        "poll_interval": 1.0,
+        "handover_timeout": 120.0,
+        "commit_timeout": 30.0,
+        "stop_timeout": 20.0,
+    }
+    settings.update(options)
+    return PlanFollower(spark, plan_dir, consumer, example.parquet_sink(root / "sink", interval="1 second"), **settings)
+
+
+def read_sinks(spark: Any, root: Path) -> pd.DataFrame:
+    """Every committed record of every consumer's sinks, with the consumer and generation."""
+    frames = []
+    for d in sorted((root / "sink").glob("*/gen-*")):
+        if not (d / "_spark_metadata").is_dir():
+            continue
+        frame = spark.read.schema(example.SINK_SCHEMA).parquet(str(d)).select("topic", "partition", "offset", "value").toPandas()
+        frame["consumer"] = d.parent.name
+        frame["generation"] = int(d.name.split("-")[1])
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)
+
+
+def owners(plan: plan_io.Plan) -> dict[tuple[str, int], str]:
+    return {(t, p): c for c, entry in plan["consumers"].items() for t, ps in entry["assign"].items() for p in ps}
+
+
+# -- the loop: a consumer joins, then one leaves, while records keep coming ------------------------
+
+TOPIC, GROUP, PARTITIONS, BACKLOG = "events", "stream-it", 6, 30
+
+
+@pytest.fixture(scope="module")
+def events(kafka: LocalKafka) -> str:
+    create_topic(kafka.bootstrap_servers, TOPIC, PARTITIONS)
+    produce(kafka.bootstrap_servers, TOPIC, {p: BACKLOG for p in range(PARTITIONS)})
+    # the group exists from the start, as a group that pipelines feed would
+    commit(kafka.bootstrap_servers, GROUP, {(TOPIC, p): 0 for p in range(PARTITIONS)})
+    return TOPIC
+
+
+def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_records(
+    kafka: LocalKafka, events: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    bootstrap = kafka.bootstrap_servers
+    plan_dir = tmp_path / "plan"
+
+    def replan(consumers: str) -> plan_io.Plan:
+        settings = config.settings(
+            bootstrap_servers=bootstrap, group=GROUP, topics=events, consumers=consumers,
+            strategy="range", reset="earliest", output=str(plan_dir),
+        )  # fmt: skip
+        return job.run(settings, spark).plan
+
+    plans = {1: replan("C0,C1")}
+    assert {c: e["assign"] for c, e in plans[1]["consumers"].items()} == {"C0": {events: [0, 1, 2]}, "C1": {events: [3, 4, 5]}}
+    producer = Producer(bootstrap, events, PARTITIONS, start=BACKLOG, pause=1.0)
+    producer.start()
+    running = {c: Running(follower(spark, plan_dir, c, tmp_path, bootstrap)) for c in ("C0", "C1")}
+    try:
+        wait_until(lambda: all(r.started(1) for r in running.values()), 120, "C0 and C1 read generation 1")
+        wait_until(lambda: caught_up(bootstrap, GROUP, events, {p: BACKLOG for p in range(PARTITIONS)}), 120, "the backlog is committed")
+
+        # a consumer joins: range moves t-2 from C0 to C1 and t-4, t-5 from C1 to C2
+        plans[2] = replan("C0,C1,C2")
+        assert {c: e["assign"] for c, e in plans[2]["consumers"].items()} == {
+            "C0": {events: [0, 1]}, "C1": {events: [2, 3]}, "C2": {events: [4, 5]},
+        }  # fmt: skip
+        running["C2"] = Running(follower(spark, plan_dir, "C2", tmp_path, bootstrap))
+        wait_until(lambda: all(r.started(2) for r in running.values()), 180, "all three read generation 2")
+        mark = {p: n for p, n in producer.sent.items()}
+        wait_until(lambda: caught_up(bootstrap, GROUP, events, mark), 120, "the new owners commit past the handover")
+
+        # one leaves: t-2 goes back to C0 and t-3 to C2; C1's follower releases and returns
+        plans[3] = replan("C0,C2")
+        assert {c: e["assign"] for c, e in plans[3]["consumers"].items()} == {"C0": {events: [0, 1, 2]}, "C2": {events: [3, 4, 5]}}
+        wait_until(lambda: running["C1"].summary is not None or running["C1"].error is not None, 120, "C1 leaves")
+        wait_until(lambda: running["C0"].started(3) and running["C2"].started(3), 180, "C0 and C2 read generation 3")
+        mark = {p: n for p, n in producer.sent.items()}
+        wait_until(lambda: caught_up(bootstrap, GROUP, events, mark), 120, "the owners commit past the second handover")
+    finally:
+        producer.halt.set()
+        producer.join(60)
+    assert producer.error is None, producer.error
+    wait_until(lambda: caught_up(bootstrap, GROUP, events), 120, "the group's commits reach the end offsets")
+    summaries = {c: r.finish() for c, r in running.items()}
+    assert {c: s.reason for c, s in summaries.items()} == {"C0": "stopped", "C1": "left", "C2": "stopped"}
+    assert all(s.commit_failures == 0 for s in summaries.values())
+    end = group_offsets(bootstrap, GROUP, events)
+    assert [int(c) for c in end["committed_offset"]] == [int(e) for e in end["end_offset"]] == [producer.sent[p] for p in range(PARTITIONS)]
+
+    records = read_sinks(spark, tmp_path)
+    produced = producer.produced()
+    # at least once: nothing produced is missing, nothing else was read
+    assert produced - set(records["value"]) == set()
+    assert set(records["value"]) - produced == set()
+    # each record was read by the partition's owner in the generation that wrote its sink
+    for (consumer, generation), part in records.groupby(["consumer", "generation"]):
+        own = {p for (_, p), c in owners(plans[generation]).items() if c == consumer}
+        assert set(part["partition"]) <= own, (consumer, generation)
+    # duplicates: none on a partition that never moved, at most one micro-batch per move
+    moves = {p: sum(owners(plans[g])[(events, p)] != owners(plans[g + 1])[(events, p)] for g in (1, 2)) for p in range(PARTITIONS)}
+    assert moves == {0: 0, 1: 0, 2: 2, 3: 1, 4: 1, 5: 1}
+    duplicates = {int(p): int(len(g) - g["value"].nunique()) for p, g in records.groupby("partition")}
+    for p in range(PARTITIONS):
+        assert duplicates.get(p, 0) <= MAX_PER_TRIGGER * moves[p], (p, duplicates)
+    # a new owner starts exactly where the old one committed when it let go
+    for g in (2, 3):
+        for (t, p), new_owner in owners(plans[g]).items():
+            old_owner = owners(plans[g - 1])[(t, p)]
+            if old_owner == new_owner:
+                continue
+            released = next(
+                e for e in running[old_owner].follower.events
+                if e.kind == "claim" and e.generation >= g and p not in e.assign.get(t, [])
+            )  # fmt: skip
+            started = next(
+                e for e in running[new_owner].follower.events if e.kind == "start" and e.generation == g
+            )
+            assert released.at < started.at, f"{new_owner} started {t}-{p} before {old_owner} released it"
+            handed = next(e for e in reversed(running[old_owner].follower.events) if e.kind == "stop" and e.at <= released.at)
+            final = json.loads(handed.detail)[f"{t}-{p}"]
+            assert json.loads(started.detail)[t][str(p)] == final
+            first_read = records[(records["consumer"] == new_owner) & (records["generation"] == g) & (records["partition"] == p)]
+            assert int(first_read["offset"].min()) == final
+    # what the followers left behind: C1 holds nothing, the others released on stop
+    claims = read_claims(plan_dir / "handover")
+    assert {c: (x.generation, x.assign, x.state) for c, x in claims.items() if isinstance(x, Claim)} == {
+        "C0": (3, {}, "released"), "C1": (3, {}, "left"), "C2": (3, {}, "released"),
+    }  # fmt: skip
+
+
+# -- reading with a plan -------------------------------------------------------------------------
+
+
+def hand_plan(directory: Path, generation: int, consumers: dict[str, dict[str, list[int]]], starting: dict[str, dict[str, dict[str, int]]], group: str | None = "fixed-it") -> None:
+    rows = [
+        (c, t, p, 0, starting.get(c, {}).get(t, {}).get(str(p), -2))
+        for c, assign in consumers.items() for t, ps in assign.items() for p in ps
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=list(plan_io.PLAN_COLUMNS))
+    doc = plan_io.build_plan(frame, {c: [t for t in a] or ["fixed"] for c, a in consumers.items()}, generation=generation, strategy="range", reset="earliest", group=group)
+    with plan_io.locked(directory):
+        plan_io.write_plan(directory, doc)
+
+
+@pytest.fixture(scope="module")
+def fixed(kafka: LocalKafka) -> str:
+    create_topic(kafka.bootstrap_servers, "fixed", 3)
+    produce(kafka.bootstrap_servers, "fixed", {0: 30, 1: 20, 2: 10})
+    return "fixed"
+
+
+def test_read_assigned_streams_the_consumers_partitions_from_the_planned_offsets(
+    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    hand_plan(tmp_path, 1, {"A": {fixed: [0, 2]}, "B": {fixed: [1]}}, {"A": {fixed: {"0": 25, "2": -2}}})
+    stream = read_assigned(spark, tmp_path, "A", bootstrap_servers=kafka.bootstrap_servers, maxOffsetsPerTrigger=7)
+    assert (stream.generation, stream.assign, stream.group) == (1, {fixed: [0, 2]}, "fixed-it")
+    assert stream.starting_offsets == {fixed: {"0": 25, "2": -2}}
+    assert stream.options == {"kafka.bootstrap.servers": kafka.bootstrap_servers, "maxOffsetsPerTrigger": "7"}
+    query = (
+        stream.df.selectExpr("CAST(value AS STRING) AS value").writeStream.format("memory")
+        .queryName("read_assigned_a").trigger(availableNow=True)
+        .option("checkpointLocation", str(tmp_path / "chk")).start()
+    )  # fmt: skip
+    query.awaitTermination(120)
+    got = sorted(r.value for r in spark.sql("SELECT value FROM read_assigned_a").collect())
+    query.stop()
+    assert got == sorted([f"fixed:0:{s}" for s in range(25, 30)] + [f"fixed:2:{s}" for s in range(10)])
+
+
+@pytest.mark.parametrize("damage", ["no-directory", "not-json", "no-current"])
+def test_a_missing_or_unreadable_plan_at_start_is_a_clear_error(
+    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path, damage: str  # type: ignore[no-untyped-def]
+) -> None:
+    plan_dir = tmp_path / "plan"
+    if damage != "no-directory":
+        hand_plan(plan_dir, 1, {"A": {fixed: [0]}}, {})
+    if damage == "not-json":
+        (plan_dir / "generations" / "000001" / "plan.json").write_text('{"format": 1, "generation": ')
+    if damage == "no-current":
+        (plan_dir / "current").unlink()
+    expected = r"not valid JSON" if damage == "not-json" else r"no plan at .*plan\.json"
+    with pytest.raises(PlanError, match=expected):
+        read_assigned(spark, plan_dir, "A", bootstrap_servers=kafka.bootstrap_servers)
+    with pytest.raises(PlanError, match=expected):
+        follower(spark, plan_dir, "A", tmp_path, kafka.bootstrap_servers).run()
+    assert not (plan_dir / "handover").exists()  # it claimed nothing
+
+
+def test_a_consumer_the_plan_does_not_name_is_a_clear_error(
+    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    hand_plan(tmp_path, 4, {"A": {fixed: [0, 1, 2]}, "idle": {}}, {})
+    message = r"consumer 'Z' is not in generation 4 of the plan at .* \(consumers: A, idle\)"
+    with pytest.raises(ConsumerNotInPlanError, match=message):
+        read_assigned(spark, tmp_path, "Z", bootstrap_servers=kafka.bootstrap_servers)
+    with pytest.raises(ConsumerNotInPlanError, match=message):
+        follower(spark, tmp_path, "Z", tmp_path, kafka.bootstrap_servers).run()
+    with pytest.raises(NothingAssignedError, match="'idle' has no partitions in generation 4"):
+        read_assigned(spark, tmp_path, "idle", bootstrap_servers=kafka.bootstrap_servers)
+
+
+def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
+    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    plan_dir = tmp_path / "plan"
+    hand_plan(plan_dir, 1, {"A": {fixed: [0, 1]}, "B": {fixed: [2]}}, {})
+    hand_plan(plan_dir, 2, {"A": {fixed: [0]}, "B": {fixed: [1, 2]}}, {})
+    # A read generation 1 and died without releasing: its claim still names fixed-1
+    write_claim(plan_dir / "handover", Claim("A", 1, {fixed: [0, 1]}, "reading"))
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="spark_lag_assign.stream"):
+        with pytest.raises(HandoverTimeoutError, match=r"B waited 3s .* A holds fixed-1 under generation 1"):
+            follower(spark, plan_dir, "B", tmp_path, kafka.bootstrap_servers, handover_timeout=3.0).run()
+    assert 3 <= time.monotonic() - started < 30
+    assert any("A holds fixed-1 under generation 1" in r.getMessage() for r in caplog.records)
+    claims = read_claims(plan_dir / "handover")
+    assert isinstance(claims["B"], Claim) and (claims["B"].generation, claims["B"].assign) == (2, {})  # it read nothing, so it holds nothing
+    assert not (tmp_path / "sink" / "B").exists()
+
+
+# -- faults while running -----------------------------------------------------------------------
+
+
+@pytest.fixture()
+def trickle(kafka: LocalKafka, request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Producer]]:
+    """A fresh two-partition topic and group, with a producer writing to it during the test."""
+    topic = group = f"trickle-{request.node.name.split('[')[0][-24:].replace('_', '-')}"
+    create_topic(kafka.bootstrap_servers, topic, 2)
+    commit(kafka.bootstrap_servers, group, {(topic, 0): 0, (topic, 1): 0})
+    producer = Producer(kafka.bootstrap_servers, topic, 2, start=0, pause=0.3)
+    producer.start()
+    yield topic, group, producer
+    producer.halt.set()
+    producer.join(60)
+    assert producer.error is None
+
+
+def test_an_unreadable_or_missing_plan_while_running_keeps_the_last_good_one(
+    kafka: LocalKafka, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, trickle: tuple[str, str, Producer]  # type: ignore[no-untyped-def]
+) -> None:
+    topic, group, producer = trickle
+    plan_dir = tmp_path / "plan"
+    job.run(config.settings(bootstrap_servers=kafka.bootstrap_servers, group=group, topics=topic, consumers="A", strategy="range", reset="earliest", output=str(plan_dir)), spark)
+    plan_file = plan_dir / "generations" / "000001" / "plan.json"
+    good = plan_file.read_text()
+    caplog.set_level(logging.INFO, logger="spark_lag_assign.stream")
+    run = Running(follower(spark, plan_dir, "A", tmp_path, kafka.bootstrap_servers))
+    try:
+        wait_until(lambda: run.started(1), 120, "A reads generation 1")
+        plan_file.write_text("{ torn")
+        wait_until(lambda: any(e.kind == "plan-unreadable" for e in run.follower.events), 30, "A notices the bad plan")
+        (plan_dir / "current").rename(plan_dir / "current.away")
+        wait_until(lambda: sum(e.kind == "plan-unreadable" for e in run.follower.events) == 2, 30, "A notices the missing plan")
+        mark = dict(producer.sent)
+        wait_until(lambda: caught_up(kafka.bootstrap_servers, group, topic, mark), 120, "A keeps reading and committing")
+        assert run.follower.query is not None and run.follower.query.isActive and run.follower.generation == 1
+        (plan_dir / "current.away").rename(plan_dir / "current")
+        plan_file.write_text(good)
+        wait_until(lambda: any(e.kind == "plan-readable" for e in run.follower.events), 30, "A sees the plan again")
+    finally:
+        summary = run.finish()
+    assert summary.reason == "stopped" and summary.generations == [1]
+    assert [e.kind for e in summary.events].count("start") == 1  # never restarted its query
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("A keeps following generation 1" in w and "not valid JSON" in w for w in warnings), warnings
+    assert any("A keeps following generation 1" in w and "no plan at" in w for w in warnings), warnings
+
+
+def test_a_failed_commit_is_logged_and_caught_up_by_the_next_batch(
+    kafka: LocalKafka, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, trickle: tuple[str, str, Producer]  # type: ignore[no-untyped-def]
+) -> None:
+    topic, group, producer = trickle
+    plan_dir = tmp_path / "plan"
+    job.run(config.settings(bootstrap_servers=kafka.bootstrap_servers, group=group, topics=topic, consumers="A", strategy="range", reset="earliest", output=str(plan_dir)), spark)
+    real = KafkaGroupCommit(kafka.bootstrap_servers)
+    calls: list[dict[tuple[str, int], int]] = []
+
+    def broker_away_once(group_id: str, offsets: Any, metadata: str) -> None:
+        calls.append(dict(offsets))
+        if len(calls) == 2:  # the broker is unreachable for this one commit
+            raise KafkaCommitError(f"committing offsets for group {group_id} failed: KafkaConnectionError: injected")
+        real(group_id, offsets, metadata)
+
+    caplog.set_level(logging.WARNING, logger="spark_lag_assign.stream")
+    run = Running(follower(spark, plan_dir, "A", tmp_path, kafka.bootstrap_servers, commit=broker_away_once))
+    try:
+        wait_until(lambda: len(calls) >= 3, 120, "a commit after the failed one")
+        assert run.follower.query is not None and run.follower.query.isActive
+        # the retry carries the failed batch's offsets on: nothing is left behind, nothing goes back
+        for tp, offset in calls[1].items():
+            assert tp in calls[2] and calls[2][tp] >= offset
+        mark = dict(producer.sent)
+        wait_until(lambda: caught_up(kafka.bootstrap_servers, group, topic, mark), 120, "the group catches up")
+    finally:
+        summary = run.finish()
+        real.close()
+    assert summary.reason == "stopped" and summary.commit_failures == 1
+    assert [e.kind for e in summary.events].count("start") == 1
+    assert any("retrying with the next batch" in r.getMessage() and "injected" in r.getMessage() for r in caplog.records)
