@@ -50,9 +50,9 @@ A consumer with no claim file has never read anything.
    a cycle. A claim that cannot be read counts as holding everything. The wait is bounded
    by ``handover_timeout``: then ``HandoverTimeoutError`` names who holds what, and is
    logged and raised. A newer plan appearing meanwhile restarts at step 1.
-6. It reads the group's committed offsets live for its partitions; where there is none, or
-   it lies outside the log, the plan's reset policy gives earliest or latest (the lag rules
-   of ``spark_lag_assign.lag``).
+6. It reads the group's committed offsets live for its partitions (retrying until
+   ``commit_timeout``); where there is none, or it lies outside the log, the plan's reset
+   policy gives earliest or latest (the lag rules of ``spark_lag_assign.lag``).
 7. It starts the query from those offsets with a checkpoint of its own generation,
    ``<checkpoints>/<consumer>/gen-<NNNNNN>`` (a follower restarted in the same generation
    resumes from it). The committer commits each completed batch's end offsets to the group;
@@ -1007,14 +1007,23 @@ class PlanFollower:
 
     def _start(self, plan: plan_io.Plan) -> None:
         assert self.group is not None
-        starting = read_group_starting_offsets(
-            self.bootstrap_servers,
-            self.group,
-            self._assign,
-            str(plan.get("reset", "latest")),
-            client_options=self.client_options,
-            timeout_ms=self.kafka_timeout_ms,
-        )
+        deadline = time.monotonic() + self.commit_timeout
+        while True:  # a broker away for a moment must not end a pipeline between two generations
+            try:
+                starting = read_group_starting_offsets(
+                    self.bootstrap_servers,
+                    self.group,
+                    self._assign,
+                    str(plan.get("reset", "latest")),
+                    client_options=self.client_options,
+                    timeout_ms=self.kafka_timeout_ms,
+                )
+                break
+            except KafkaReadError as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("%s cannot read its start offsets yet, retrying: %s", self.consumer, exc)
+                time.sleep(1.0)
         stream = _stream(self.spark, plan, self.consumer, self.plan_dir, starting, self.options)
         checkpoint = self.checkpoint_root / self.consumer / f"gen-{self._generation:06d}"
         if checkpoint.exists():
@@ -1116,8 +1125,7 @@ def _stop_between_batches(query: StreamingQuery, timeout: float) -> bool:
             query.stop()
             return True
         time.sleep(0.02)
-    query.stop()  # already ended by itself: makes sure its resources are gone
-    return False
+    return False  # it ended by itself (availableNow, or failed): nothing left to stop
 
 
 __all__ = [
