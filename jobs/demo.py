@@ -5,9 +5,12 @@
    seed 000, lags 100,000 / 50,000 / 60,000, with the group's offsets committed;
 3. run the planning job through ``spark-submit`` (strategy ``lag``, consumers C0 and C1),
    writing the plan to ``<output>/plan.json``;
-4. for each consumer, read with Spark's Kafka source using its ``assign`` and
-   ``startingOffsets`` from the plan, and print how many records came from which partition;
-5. stop the broker.
+4. run the example pipeline (``jobs/example_pipeline.py``, through ``spark-submit``) for C0
+   and C1 until their backlog is drained: each reads its ``assign`` from the group's
+   committed offsets, writes Parquet and commits every micro-batch's end offsets to the
+   group; it prints how many records each consumer got from which partitions;
+5. show that the group's committed offsets now equal the end offsets (no lag left), and
+   stop the broker.
 """
 
 from __future__ import annotations
@@ -56,32 +59,39 @@ def run_planner(bootstrap: str, output: Path) -> None:
     subprocess.run(cmd, check=True, env=spark_submit_env())
 
 
-def read_as_planned(bootstrap: str, output: Path) -> None:
-    from pyspark.sql import functions as F
+def run_pipelines(bootstrap: str, output: Path) -> None:
+    from spark_lag_assign.jvm import spark_kafka_jars
+    from spark_lag_assign.session import LOG4J_CONF, spark_submit
 
-    from spark_lag_assign import plan as plan_io
-    from spark_lag_assign.session import local_session
+    cmd = [
+        str(spark_submit()),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.sql.shuffle.partitions=4",
+        "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
+        "--jars", spark_kafka_jars(),
+        str(REPO / "jobs" / "example_pipeline.py"),
+        "--plan", str(output),
+        "--consumers", "C0,C1",
+        "--bootstrap-servers", bootstrap,
+        "--output", str(output / "sink"),
+        "--checkpoints", str(output / "checkpoints"),
+        "--available-now",
+        "--max-offsets-per-trigger", "50000",
+    ]  # fmt: skip
+    print("$ spark-submit --jars <Kafka source> jobs/example_pipeline.py --plan ... --consumers C0,C1 --available-now ...")
+    subprocess.run(cmd, check=True, env=spark_submit_env())
 
-    plan = plan_io.read_plan(output)
-    spark = local_session("spark-lag-assign-demo-reader")
-    try:
-        for consumer, entry in plan["consumers"].items():
-            assign = (output / "assign" / f"{consumer}.json").read_text().strip()
-            starting = (output / "starting-offsets" / f"{consumer}.json").read_text().strip()
-            records = (
-                spark.read.format("kafka")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("assign", assign)
-                .option("startingOffsets", starting)
-                .option("endingOffsets", "latest")
-                .load()
-            )
-            counts = records.groupBy("topic", "partition").count().orderBy("topic", "partition").collect()
-            got = ", ".join(f"{r['topic']}p{r['partition']}: {r['count']:,}" for r in counts)
-            total = sum(r["count"] for r in counts)
-            print(f"{consumer} read {total:,} records with assign={assign}  ({got}); plan said lag {entry['lag']:,}")
-    finally:
-        spark.stop()
+
+def show_lag(bootstrap: str) -> bool:
+    from spark_lag_assign.offsets import read_offsets
+
+    offsets = read_offsets(bootstrap, "demo", topics=["t0"])
+    drained = bool((offsets["committed_offset"] == offsets["end_offset"]).all())
+    for row in offsets.itertuples():
+        print(f"group demo t0p{row.partition}: committed {int(row.committed_offset):,} / end {int(row.end_offset):,}")
+    print("the group's committed offsets equal the end offsets: no lag left" if drained else "lag remains!")
+    return drained
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,9 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         commit(bootstrap, "demo", {("t0", p): ALREADY_CONSUMED for p in SEED_000})
         print("backlog of group demo on t0: " + ", ".join(f"t0p{p} {lag:,}" for p, lag in SEED_000.items()))
         run_planner(bootstrap, output)
-        read_as_planned(bootstrap, output)
-    print(f"demo finished in {time.monotonic() - started:.0f}s; plan: {output / 'plan.json'}")
-    return 0
+        run_pipelines(bootstrap, output)
+        drained = show_lag(bootstrap)
+    print(f"demo finished in {time.monotonic() - started:.0f}s; plan: {output / 'plan.json'}; records: {output / 'sink'}")
+    return 0 if drained else 1
 
 
 if __name__ == "__main__":
