@@ -93,7 +93,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
-from spark_lag_assign.errors import StrategyError
+from spark_lag_assign.errors import InputError, StrategyError
 
 #: the options ``assign(..., strategy="lag-sticky", **options)`` takes, with their defaults
 DEFAULTS: dict[str, float | int] = {"tolerance": 0.05, "max_swaps": 1_000}
@@ -209,6 +209,9 @@ def _group(problem: GroupProblem, consumers: list[str]) -> _Group:
     topics = np.asarray(problem.topics, dtype=object)
     lag = np.asarray(problem.lags, dtype=np.int64)
     n_rows = len(lag)
+    # loads are exact int64 sums; refuse totals that could wrap rather than plan on garbage
+    if float(lag.sum(dtype=np.float64)) >= 2.0**62:
+        raise InputError("lag-sticky: the total lag exceeds 2^62 messages; loads would overflow")
     start = np.flatnonzero(np.r_[True, topics[1:] != topics[:-1]])
     stop = np.r_[start[1:], n_rows]
     names = [str(t) for t in topics[start]]

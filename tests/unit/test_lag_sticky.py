@@ -24,7 +24,7 @@ import spark_lag_assign as sla
 from spark_lag_assign import workloads as w
 from spark_lag_assign.assignors import lagsticky
 from spark_lag_assign.assignors.base import GroupProblem
-from spark_lag_assign.errors import StrategyError
+from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.metrics import quality
 
 Subscriptions = Mapping[str, Sequence[str]]
@@ -349,6 +349,12 @@ def test_a_consumer_that_stops_reading_a_topic_gives_up_exactly_that_topic() -> 
 def test_invalid_options_are_refused(options: dict[str, object]) -> None:
     with pytest.raises(StrategyError):
         plan(DOC_LAGS, DOC_SUBS, **options)
+
+
+def test_a_total_lag_that_would_overflow_the_loads_is_refused() -> None:
+    huge = frame(*[("t0", p, 2**61) for p in range(3)])
+    with pytest.raises(InputError, match="overflow"):
+        plan(huge, {"a": ["t0"], "b": ["t0"]})
 
 
 def test_the_options_are_declared_with_their_defaults() -> None:
