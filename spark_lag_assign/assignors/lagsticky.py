@@ -7,38 +7,41 @@ Priorities, in order (balance over stickiness, as in KIP-54):
    whole group, with identical subscriptions, partition counts differ by at most one; with
    different subscriptions no consumer keeps two more than a consumer that could take one
    of its extras.
-2. Lag balance over the whole group, not topic by topic: the most loaded consumer as light
-   as the counts allow, measured against LB = max(total lag / consumers, largest lag).
+2. Lag balance over the whole group, not topic by topic: the most loaded consumer as close
+   as the counts allow to LB = max(total lag / consumers, largest lag), by heuristics (the
+   exact problem is NP-hard): LPT placement, then local search.
 3. Stickiness: given a previous plan, a partition keeps its owner unless the counts force
    it to move, or the plan's heaviest consumer carries more than (1 + tolerance) times the
    bound.
 
-Steps (the functions below are named after them):
+Steps (``_fresh`` and ``_sticky`` run them in this order):
 
-1. Quotas. Which readers get each topic's P mod C extras. From scratch: water-filling,
-   topic by topic, to the readers expecting the fewest partitions, then the least lag
-   placed so far, then the smallest id; with identical subscriptions this alone keeps the
-   group within one. With a previous plan: a reader that held more than the base *claims*
-   an extra and claims win; then extras are handed from the fullest consumers to the
-   emptiest until the counts are even, choosing handovers that cost the fewest moves.
-2. Keep and shed (previous plan only). A consumer holding more of a topic than its quota
-   gives up the surplus: while it carries more than its fair share (total lag /
+1. Quotas (``_distribute``, ``_sticky_quotas``). Which readers get each topic's P mod C
+   extras. From scratch: water-filling, topic by topic, to the readers expecting the fewest
+   partitions, then the least lag placed so far, then the smallest id; with identical
+   subscriptions this alone keeps the group within one. With a previous plan: a reader that
+   held more than the base *claims* an extra and claims win; then extras are handed from
+   the fullest consumers to the emptiest until the counts are even, choosing handovers that
+   cost the fewest moves.
+2. Keep and shed (``_sheds``; previous plan only). A consumer holding more of a topic than
+   its quota gives up the surplus: while it carries more than its fair share (total lag /
    consumers), the heaviest partition that does not take it below that share, then the
    lightest. Everything else stays.
-3. Place. Topics in decreasing order of their heaviest partition; within a topic the
-   unowned partitions, heaviest first, go to the readers with room in rounds, the least
-   loaded reader taking the heaviest partition of each round (LPT under the quotas).
-4. Even counts, where subscriptions differ: extras move from a consumer two partitions
-   above another to that other, each time the partition that best evens their lags.
-5. Improve. Local search on the most loaded consumer, with steps that keep every count
-   rule: swap two partitions of one topic; move an extra to a reader holding only the
-   base of that topic and fewer partitions in all; exchange extras of two topics. A step
-   is taken only if it lowers the higher load of the two consumers involved. From scratch
-   it runs until the bound is met within tolerance / 4 (headroom, so that the next sticky
-   runs need not move anything while lags drift). With a previous plan it runs only if the
-   plan exceeds (1 + tolerance) x LB, and only down to (1 + tolerance) x what a plan from
-   scratch achieves (the counts can put LB out of reach); if it cannot get there, balance
-   wins and the plan from scratch is returned.
+3. Place (``_place``). Topics in decreasing order of their heaviest partition; within a
+   topic the unowned partitions, heaviest first, go to the readers with room in rounds, the
+   least loaded reader taking the heaviest partition of each round (LPT under the quotas).
+4. Even counts (``_even_counts``), where subscriptions differ: extras move from a consumer
+   two partitions above another to that other, each time the partition that best evens
+   their lags.
+5. Improve (``_Search``). Local search on the most loaded consumer, with steps that keep
+   every count rule: swap two partitions of one topic; move an extra to a reader holding
+   only the base of that topic and fewer partitions in all; exchange extras of two topics.
+   A step is taken only if it lowers the higher load of the two consumers involved. From
+   scratch it runs until the bound is met within tolerance / 4 (headroom, so that the next
+   sticky runs need not move anything while lags drift). With a previous plan it runs only
+   if the plan exceeds (1 + tolerance) x LB, and only down to (1 + tolerance) x what a plan
+   from scratch achieves (the counts can put LB out of reach); if it cannot get there,
+   balance wins and the plan from scratch is returned.
 
 Options (``assign(..., strategy="lag-sticky", tolerance=..., max_swaps=...)``):
 
@@ -50,9 +53,11 @@ Options (``assign(..., strategy="lag-sticky", tolerance=..., max_swaps=...)``):
 - ``max_swaps`` (1000): a cap on the steps of 5 per plan, to bound the time on huge
   groups (a step costs a few milliseconds at a million partitions).
 
-Steps 1-3 cost O(N log N + T x C) with numpy, a Python loop per topic (not per
-partition); a step of 5 costs O(partitions of one consumer) plus one scan of the
-candidate partners.
+Cost: steps 1-4 are O(N log N + T x C) numpy work driven by a Python loop per topic, never
+per partition (N partitions, T topics, C consumers), and hold a few T x C boolean matrices
+(10 MB each for 10,000 topics and 1,000 consumers); a step of 5 costs a few numpy passes
+over one consumer's partitions and the partners they could swap with. A million partitions
+for a thousand consumers plan in a few seconds.
 
 Worked example. Consumers C0, C1, C2 read t0 (lags 60, 10, 10) and t1 (lags 50, 40, 5);
 each must hold one partition of each topic. t0 holds the heaviest partition, so it goes
