@@ -4,7 +4,7 @@
 one where subscriptions are identical, and otherwise no consumer two above one that could
 take one of its extras. (b) lag balanced over the whole group. (c) sticky to the previous
 plan, unless balance drifts past the tolerance. Every plan here goes through ``assign``,
-which runs the invariant checker; helpers check it once more on the frames they compare.
+which runs the invariant checker before it returns; the property tests run it once more.
 """
 
 from __future__ import annotations
@@ -35,9 +35,7 @@ def plan(
     lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None = None, strategy: str = "lag-sticky",
     **options: object,
 ) -> pd.DataFrame:
-    out = sla.assign(lags, subs, strategy, previous, **options)
-    sla.check_assignment(out, lags, subs)
-    return out
+    return sla.assign(lags, subs, strategy, previous, **options)
 
 
 def frame(*rows: tuple[str, int, int]) -> pd.DataFrame:
@@ -410,10 +408,11 @@ def groups(draw: st.DrawFn) -> tuple[pd.DataFrame, dict[str, list[str]], pd.Data
 def test_any_group_gets_a_valid_plan_within_the_count_rules(group: tuple) -> None:
     lags, subs, previous = group
     out = plan(lags, subs, previous)
+    sla.check_assignment(out, lags, subs)
     assert_count_rules(out, subs)
 
 
-@settings(derandomize=True, deadline=None, max_examples=25)
+@settings(derandomize=True, deadline=None, max_examples=20)
 @given(group=groups())
 def test_the_same_input_gives_the_same_plan_and_a_plan_is_its_own_next_plan(group: tuple) -> None:
     lags, subs, previous = group
@@ -423,7 +422,7 @@ def test_the_same_input_gives_the_same_plan_and_a_plan_is_its_own_next_plan(grou
     pd.testing.assert_frame_equal(plan(lags, subs, out), out)
 
 
-@settings(derandomize=True, deadline=None, max_examples=25)
+@settings(derandomize=True, deadline=None, max_examples=20)
 @given(group=groups())
 def test_with_identical_subscriptions_the_search_never_raises_the_heaviest_load(group: tuple) -> None:
     lags, subs, _ = group
