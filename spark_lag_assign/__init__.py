@@ -7,12 +7,19 @@ The pure core (lag rules, assignors, invariants) imports no Spark.
 from __future__ import annotations
 
 from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, assign, unassigned
+from typing import Any
+
 from spark_lag_assign.errors import (
     ConfigError,
+    ConsumerNotInPlanError,
+    HandoverTimeoutError,
     InputError,
     InvariantError,
+    KafkaCommitError,
     KafkaReadError,
+    NothingAssignedError,
     PlanError,
+    PlanLockedError,
     SparkLagAssignError,
     StrategyError,
 )
@@ -21,18 +28,38 @@ from spark_lag_assign.lag import compute_lag
 
 __version__ = "0.1.0"
 
+#: the consuming side, imported on first use: it needs kafka-python and, when run, Spark
+_STREAM_NAMES = ("read_assigned", "PlanFollower", "AssignedStream")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _STREAM_NAMES:
+        from spark_lag_assign import stream
+
+        return getattr(stream, name)
+    raise AttributeError(f"module 'spark_lag_assign' has no attribute {name!r}")
+
+
 __all__ = [
     "DEFAULT_STRATEGY",
     "STRATEGIES",
+    "AssignedStream",
     "ConfigError",
+    "ConsumerNotInPlanError",
+    "HandoverTimeoutError",
     "InputError",
     "InvariantError",
+    "KafkaCommitError",
     "KafkaReadError",
+    "NothingAssignedError",
     "PlanError",
+    "PlanFollower",
+    "PlanLockedError",
     "SparkLagAssignError",
     "StrategyError",
     "assign",
     "check_assignment",
     "compute_lag",
+    "read_assigned",
     "unassigned",
 ]
