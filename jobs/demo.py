@@ -16,10 +16,8 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,48 +27,24 @@ SEED_000 = {0: 100_000, 1: 50_000, 2: 60_000}  # partition -> lag
 ALREADY_CONSUMED = 1_000  # the group committed this far on every partition
 
 
-def spark_submit_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYSPARK_PYTHON"] = sys.executable
-    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    return env
-
-
 def run_planner(bootstrap: str, output: Path) -> None:
-    from spark_lag_assign.session import LOG4J_CONF, spark_submit
+    from spark_lag_assign.session import submit_command, submit_env
 
-    cmd = [
-        str(spark_submit()),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=4",
-        "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
-        str(REPO / "jobs" / "plan_assignments.py"),
+    cmd = submit_command(
+        REPO / "jobs" / "plan_assignments.py",
+        "--config", str(REPO / "conf" / "demo.toml"),  # group demo, topic t0, C0 and C1, strategy lag
         "--bootstrap-servers", bootstrap,
-        "--group", "demo",
-        "--topics", "t0",
-        "--consumers", "C0,C1",
-        "--strategy", "lag",
-        "--reset", "earliest",
         "--output", str(output),
-    ]  # fmt: skip
-    print("$ spark-submit jobs/plan_assignments.py --group demo --topics t0 --consumers C0,C1 --strategy lag ...")
-    subprocess.run(cmd, check=True, env=spark_submit_env())
+    )  # fmt: skip
+    print("$ spark-submit jobs/plan_assignments.py --config conf/demo.toml --bootstrap-servers ... --output ...")
+    subprocess.run(cmd, check=True, env=submit_env())
 
 
 def run_pipelines(bootstrap: str, output: Path) -> None:
-    from spark_lag_assign.jvm import spark_kafka_jars
-    from spark_lag_assign.session import LOG4J_CONF, spark_submit
+    from spark_lag_assign.session import submit_command, submit_env
 
-    cmd = [
-        str(spark_submit()),
-        "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false",
-        "--conf", "spark.sql.shuffle.partitions=4",
-        "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{LOG4J_CONF}",
-        "--jars", spark_kafka_jars(),
-        str(REPO / "jobs" / "example_pipeline.py"),
+    cmd = submit_command(
+        REPO / "jobs" / "example_pipeline.py",
         "--plan", str(output),
         "--consumers", "C0,C1",
         "--bootstrap-servers", bootstrap,
@@ -78,9 +52,10 @@ def run_pipelines(bootstrap: str, output: Path) -> None:
         "--checkpoints", str(output / "checkpoints"),
         "--available-now",
         "--max-offsets-per-trigger", "50000",
-    ]  # fmt: skip
+        with_kafka=True,  # Spark's Kafka source, as Maven fetched it
+    )  # fmt: skip
     print("$ spark-submit --jars <Kafka source> jobs/example_pipeline.py --plan ... --consumers C0,C1 --available-now ...")
-    subprocess.run(cmd, check=True, env=spark_submit_env())
+    subprocess.run(cmd, check=True, env=submit_env())
 
 
 def show_lag(bootstrap: str) -> bool:
