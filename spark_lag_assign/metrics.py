@@ -51,7 +51,7 @@ def topic_spread(assignment: pd.DataFrame, subscriptions: Mapping[str, Sequence[
     counts = assignment.groupby(["topic", "consumer"], sort=False).size()
     subscribers: dict[str, int] = {}
     for topics in subscriptions.values():
-        for t in topics:
+        for t in set(topics):  # a topic listed twice is still one reader
             subscribers[t] = subscribers.get(t, 0) + 1
     by_topic = counts.groupby(level=0, sort=False)
     top = by_topic.max()
@@ -66,7 +66,12 @@ def moved(assignment: pd.DataFrame, previous: pd.DataFrame | None) -> int:
     """Partitions present in both plans whose owner differs."""
     if previous is None or previous.empty or assignment.empty:
         return 0
-    prev = previous.loc[:, ["consumer", "topic", "partition"]].drop_duplicates(["topic", "partition"])
+    # a partition listed twice keeps the smallest consumer id, as ``assign`` reads a previous plan
+    prev = (
+        previous.loc[:, ["consumer", "topic", "partition"]]
+        .sort_values(["topic", "partition", "consumer"], kind="stable")
+        .drop_duplicates(["topic", "partition"])
+    )
     both = assignment[["consumer", "topic", "partition"]].merge(
         prev, on=["topic", "partition"], suffixes=("", "_prev")
     )

@@ -82,7 +82,6 @@ def test_topic_spread_is_the_worst_topic_not_the_sum() -> None:
     assert topic_spread(p, {"C0": ["a", "b"], "C1": ["a", "b"]}) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="metrics.topic_spread counts a topic listed twice by one consumer as two readers")
 def test_topic_spread_ignores_a_topic_listed_twice_by_one_consumer() -> None:
     p = plan(("C0", "t0", 0, 1), ("C1", "t0", 1, 1))
     assert topic_spread(p, {"C0": ["t0", "t0"], "C1": ["t0"]}) == 0
@@ -147,10 +146,6 @@ def test_movement_against_an_identical_or_empty_previous_plan_is_zero() -> None:
     assert quality(MIXED, SUBS, previous=previous()).moved == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="metrics.moved keeps the first row of a partition listed twice, so the count depends on row order",
-)
 def test_movement_does_not_depend_on_the_row_order_of_the_previous_plan() -> None:
     # t0-0 listed under both C1 and C0; the new plan gives it to C0
     after = plan(("C0", "t0", 0, 1))
