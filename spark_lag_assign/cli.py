@@ -1,9 +1,10 @@
-"""The ``spark-lag-assign`` command: plan, snapshot, show.
+"""The ``spark-lag-assign`` command: plan, snapshot, show, simulate.
 
     spark-lag-assign plan --bootstrap-servers HOST:9092 --group G --topics a,b --consumers c0,c1 --output DIR
     spark-lag-assign plan --offsets offsets.parquet --subscriptions subs.json --output DIR
     spark-lag-assign snapshot --bootstrap-servers HOST:9092 --group G --topics a,b --output offsets.parquet
     spark-lag-assign show DIR
+    spark-lag-assign simulate --offsets offsets.parquet --consumers c0,c1 --rate 5000 --strategies range,lag-sticky
 
 ``jobs/plan_assignments.py`` is the same ``plan`` command for ``spark-submit``. Bad input
 ends with one line on stderr naming the problem and exit status 1; nothing is written.
@@ -85,6 +86,35 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("directory", metavar="DIR")
     w.add_argument("--generation", type=int, metavar="N", help="an older generation instead of the current one")
     w.add_argument("--limit", type=int, default=40, metavar="N", help="consumers to list (default 40)")
+
+    m = sub.add_parser(
+        "simulate",
+        help="what if: how long each strategy's plan takes to drain the backlog (no Spark needed)",
+        description="Plan the snapshot with each strategy and play every plan forward: each consumer reads "
+        "--rate messages per second, shared fairly over its partitions, while producers keep appending "
+        "(rates from a second snapshot). Prints, per strategy, the slowest consumers, then a comparison.",
+    )
+    m.add_argument("--offsets", metavar="FILE", required=True, help="an offsets snapshot (.csv, .jsonl, .parquet)")
+    m.add_argument(
+        "--offsets-later",
+        metavar="FILE",
+        help="a second snapshot, taken --interval seconds after --offsets: gives produce rates, and the lag to drain",
+    )
+    m.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between the two snapshots")
+    who = m.add_mutually_exclusive_group(required=True)
+    who.add_argument("--consumers", metavar="C0,C1", help="consumer ids, each subscribed to every topic of the snapshot")
+    who.add_argument("--subscriptions", metavar="FILE", help='JSON {"consumer": ["topic", ...]} (["*"]: every topic)')
+    m.add_argument("--rate", type=float, required=True, metavar="MSGS_PER_S", help="messages per second one consumer reads")
+    m.add_argument("--strategies", metavar="A,B", help="the strategies to compare (default: all of them)")
+    m.add_argument("--reset", choices=["earliest", "latest", "none"], default="latest", help="auto.offset.reset (default latest)")
+    m.add_argument("--seed", type=int, default=0, help="seed of the shuffle strategy (default 0)")
+    m.add_argument("--option", metavar="K=V", action="append", help="a strategy option, given to the strategies that take it")
+    m.add_argument(
+        "--previous",
+        metavar="DIR",
+        help="a plan directory: its current plan is simulated too (as 'current') and sticky strategies start from it",
+    )
+    m.add_argument("--limit", type=int, default=10, metavar="N", help="slowest consumers listed per strategy (default 10)")
     return parser
 
 
@@ -172,6 +202,84 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Plans from the pure assignors and their drain, all in this process: no Spark session."""
+    from spark_lag_assign import assignors, config, metrics, offsets, plan as plan_io, simulate
+    from spark_lag_assign.lag import compute_lag
+
+    rate = simulate.check_rate(args.rate, "--rate")
+    if (args.offsets_later is None) != (args.interval is None):
+        raise ConfigError("--offsets-later and --interval go together: produce rates need both snapshots and the time between")
+    names = [s.strip() for s in (args.strategies or ",".join(assignors.STRATEGIES)).split(",") if s.strip()]
+    if not names:
+        raise ConfigError("--strategies names no strategy")
+    specs = {n: assignors.get_strategy(n) for n in names}
+    options = _key_values(args.option, "--option") or {}
+    for key in options:
+        if not any(key in spec.options for spec in specs.values()):
+            raise ConfigError(f"--option {key}: none of the chosen strategies takes it")
+
+    snapshot = offsets.read_snapshot(args.offsets)
+    produce = None
+    if args.offsets_later is not None:
+        later = offsets.read_snapshot(args.offsets_later)
+        produce = simulate.produce_rates(snapshot, later, args.interval)
+        snapshot = later  # the backlog to drain is the newest one
+    lags = compute_lag(snapshot, args.reset).loc[:, ["topic", "partition", "lag"]]
+    topics = sorted(lags["topic"].unique())
+    if args.subscriptions:
+        subs = {c: topics if ts == ["*"] else ts for c, ts in config.read_subscriptions_file(args.subscriptions).items()}
+    else:
+        consumers = [c.strip() for c in args.consumers.split(",") if c.strip()]
+        if not consumers:
+            raise ConfigError("--consumers names no consumer")
+        plan_io.check_consumer_ids(consumers)
+        subs = {c: topics for c in consumers}
+
+    plans: dict[str, Any] = {}
+    members: dict[str, list[str]] = {}
+    previous = None
+    unplanned = 0
+    if args.previous is not None:
+        current = plan_io.read_current(args.previous)
+        if current is None:
+            raise ConfigError(f"--previous {args.previous}: the directory holds no plan")
+        previous = plan_io.assignment_frame(current)
+        # partitions deleted since are gone; partitions created since are read by nobody under this plan
+        kept = previous.merge(lags, on=["topic", "partition"], how="inner")
+        unplanned = len(lags[lags["topic"].isin({t for ts in subs.values() for t in ts})]) - len(kept)
+        plans["current"], members["current"] = kept, list(current["consumers"])
+    for name, spec in specs.items():
+        chosen = {k: v for k, v in options.items() if k in spec.options}
+        plans[name] = assignors.assign(lags, subs, name, previous=previous, seed=args.seed, **chosen)
+        members[name] = list(subs)
+    drains = {n: simulate.simulate(lags, a, rate, produce, consumers=members[n]) for n, a in plans.items()}
+
+    read = {t for ts in subs.values() for t in ts}
+    assigned = lags[lags["topic"].isin(read)]
+    print(
+        f"simulate: {len(assigned):,} partitions of {len(read & set(topics))} topic(s), lag {int(assigned['lag'].sum()):,}, "
+        f"{len(subs)} consumers reading {rate:,g} msg/s each"
+    )
+    if produce is not None:
+        total = float(produce.merge(assigned, on=["topic", "partition"])["produce_rate"].sum())
+        print(f"producers append {total:,.1f} msg/s (from two snapshots {args.interval:g} s apart)")
+    nobody = sorted(set(topics) - read)
+    if nobody:
+        print(f"not simulated: {len(lags) - len(assigned)} partition(s) of topics nobody reads: {', '.join(nobody[:10])}")
+    if unplanned > 0:
+        print(f"the current plan names none of {unplanned} partition(s) (created since?): under it nobody reads them")
+    for name, d in drains.items():
+        print(f"\n{name}: drains in {simulate.duration(d.time_to_drain)}; no plan of this group can beat "
+              f"{simulate.duration(d.lower_bound)}")
+        print(simulate.consumer_table(d, args.limit))
+        if d.never_drains:
+            print(f"never drain (producers append at least as fast as they read): {', '.join(d.never_drains[:10])}")
+    moved = None if previous is None else {n: metrics.moved(a, previous) for n, a in plans.items() if n != "current"}
+    print("\n" + simulate.summary_table(drains, moved))
+    return 0
+
+
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     # PythonException carries the worker's traceback: its last line is the error itself
@@ -190,6 +298,8 @@ def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | No
             return cmd_plan(args, session_factory or local_session_factory)
         if args.command == "snapshot":
             return cmd_snapshot(args)
+        if args.command == "simulate":
+            return cmd_simulate(args)
         return cmd_show(args)
     except SparkLagAssignError as exc:
         print(f"spark-lag-assign: error: {exc}", file=sys.stderr)

@@ -78,7 +78,8 @@ class Drain:
         return self.consumer_lag(times).sum(axis=1)
 
 
-def _positive_rate(value: object, what: str) -> float:
+def check_rate(value: object, what: str) -> float:
+    """``value`` as a positive, finite number of messages per second; InputError naming ``what`` otherwise."""
     try:
         rate = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -97,9 +98,9 @@ def _consumer_rates(
         missing = sorted(names - set(rate))
         if missing:
             raise InputError(f"no consumption rate for consumer {missing[0]!r}")
-        values = {c: _positive_rate(rate[c], f"the rate of consumer {c!r}") for c in names}
+        values = {c: check_rate(rate[c], f"the rate of consumer {c!r}") for c in names}
     else:
-        one = _positive_rate(rate, "the consumption rate")
+        one = check_rate(rate, "the consumption rate")
         values = {c: one for c in names}
     if not values:
         raise InputError("no consumers to simulate")
@@ -295,7 +296,7 @@ def produce_rates(earlier: pd.DataFrame, later: pd.DataFrame, interval: float) -
     Every partition of ``later`` must be in ``earlier``; a partition whose end offset went
     back (a recreated topic) is an error, since its rate cannot be told.
     """
-    seconds = _positive_rate(interval, "the interval between the snapshots")
+    seconds = check_rate(interval, "the interval between the snapshots")
     a = validate_offsets(earlier, "earlier snapshot")
     b = validate_offsets(later, "later snapshot")
     both = b.loc[:, [*KEY, "end_offset"]].merge(
@@ -314,4 +315,66 @@ def produce_rates(earlier: pd.DataFrame, later: pd.DataFrame, interval: float) -
     return pd.DataFrame({"topic": both["topic"], "partition": both["partition"], "produce_rate": appended / seconds})
 
 
-__all__ = ["Drain", "produce_rates", "simulate"]
+# -- text tables (the CLI's ``simulate`` and the benchmarks print them) ---------------------
+
+
+def duration(seconds: float) -> str:
+    """``42.0 s``, ``12m 05s``, ``3h 12m``; ``never`` for ``inf``."""
+    if math.isinf(seconds):
+        return "never"
+    if seconds < 100:
+        return f"{seconds:.1f} s"
+    whole = int(round(seconds))
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def _grid(rows: list[list[str]], left: int = 1) -> str:
+    """Columns padded to their widest cell; the first ``left`` columns flush left, numbers flush right."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in enumerate(zip(r, widths))).rstrip()
+        for r in rows
+    )
+
+
+def consumer_table(drain: Drain, limit: int = 10) -> str:
+    """The slowest ``limit`` consumers: partitions, lag, produce rate, time to drain."""
+    table = drain.consumers.sort_values(["time_to_drain", "lag"], ascending=False, kind="stable")
+    rows = [["consumer", "partitions", "lag", "produced/s", "rate/s", "drains in"]]
+    for consumer, r in table.head(limit).iterrows():
+        rows.append(
+            [str(consumer), str(int(r["partitions"])), f"{r['lag']:,.0f}", f"{r['produce_rate']:,.1f}",
+             f"{r['rate']:,.1f}", duration(r["time_to_drain"])]
+        )
+    text = _grid(rows)
+    if len(table) > limit:
+        text += f"\n... and {len(table) - limit} more consumers, all faster"
+    return text
+
+
+def summary_table(drains: Mapping[str, Drain], moved: Mapping[str, int] | None = None) -> str:
+    """One line per plan: time to drain, against the bound, the median consumer, peak partition lag."""
+    head = ["plan", "drains in", "seconds", "x bound", "median consumer", "peak partition lag", "never drain"]
+    if moved is not None:
+        head.insert(-1, "moved")
+    rows = [head]
+    for name, d in drains.items():
+        ratio = d.time_to_drain / d.lower_bound if d.lower_bound > 0 and not math.isinf(d.lower_bound) else math.nan
+        row = [
+            name,
+            duration(d.time_to_drain),
+            "never" if math.isinf(d.time_to_drain) else f"{d.time_to_drain:,.1f}",
+            "-" if math.isnan(ratio) else ("never" if math.isinf(ratio) else f"{ratio:.3f}"),
+            duration(float(d.consumers["time_to_drain"].median())),
+            "unbounded" if math.isinf(d.peak_partition_lag) else f"{d.peak_partition_lag:,.0f}",
+            str(len(d.never_drains)),
+        ]
+        if moved is not None:
+            row.insert(-1, str(moved[name]) if name in moved else "-")
+        rows.append(row)
+    return _grid(rows)
+
+
+__all__ = ["Drain", "check_rate", "consumer_table", "duration", "produce_rates", "simulate", "summary_table"]
