@@ -17,6 +17,7 @@ from spark_lag_assign.assignors import lagbased, lagsticky, range as range_, rou
 from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.invariants import check_assignment
+from spark_lag_assign.subscriptions import SubscriptionIndex, partition_keys
 
 #: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
 STRATEGIES: dict[str, Strategy] = {
@@ -69,19 +70,29 @@ def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[s
         raise InputError("subscriptions must map consumer ids to lists of topics")
     if not subscriptions:
         raise InputError("no consumers: subscriptions is empty")
+    for consumer in subscriptions:
+        if not isinstance(consumer, str) or not consumer.strip() or consumer != consumer.strip():
+            raise InputError(f"invalid consumer id {consumer!r}")
+    normalized: dict[tuple[str, ...], list[str]] = {}  # consumers usually share a handful of topic lists
     out: dict[str, list[str]] = {}
     for consumer in sorted(subscriptions):
         topics = subscriptions[consumer]
-        if not isinstance(consumer, str) or not consumer.strip() or consumer != consumer.strip():
-            raise InputError(f"invalid consumer id {consumer!r}")
-        if isinstance(topics, str) or not all(isinstance(t, str) and t for t in topics):
+        if isinstance(topics, str) or not isinstance(topics, Sequence | set | frozenset | np.ndarray):
             raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
-        out[consumer] = sorted(set(topics))
+        key = tuple(topics)
+        if key not in normalized:
+            if not all(isinstance(t, str) and t for t in key):
+                raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
+            normalized[key] = sorted(set(key))
+        out[consumer] = normalized[key]
     return out
 
 
 def previous_owners(
-    previous: pd.DataFrame | None, rows: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]
+    previous: pd.DataFrame | None,
+    rows: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    index: SubscriptionIndex | None = None,
 ) -> list[str | None]:
     """The previous owner of each row, where it is still a subscriber of the row's topic.
 
@@ -94,12 +105,29 @@ def previous_owners(
     if missing:
         raise InputError(f"previous plan: missing column(s) {', '.join(missing)}")
     prev = previous.loc[:, ["consumer", "topic", "partition"]].dropna()
-    subscribed = {(c, t) for c, topics in subscriptions.items() for t in topics}
-    keep = [(c, t) in subscribed for c, t in zip(prev["consumer"], prev["topic"])]
-    prev = prev[keep].sort_values(["topic", "partition", "consumer"], kind="stable")
-    prev = prev.drop_duplicates(["topic", "partition"], keep="first")
-    owner = {(t, int(p)): c for c, t, p in zip(prev["consumer"], prev["topic"], prev["partition"])}
-    return [owner.get((t, int(p))) for t, p in zip(rows["topic"], rows["partition"])]
+    index = index or SubscriptionIndex(subscriptions, rows["topic"].unique())
+    consumers = index.consumer_codes(prev["consumer"])
+    topics = index.topic_codes(prev["topic"])
+    partitions = pd.to_numeric(prev["partition"], errors="coerce").to_numpy()
+    keep = index.permitted(consumers, topics) & np.isfinite(partitions) & (partitions >= 0)
+    row_topics = index.topic_codes(rows["topic"])
+    row_partitions = rows["partition"].to_numpy(dtype=np.int64)
+    width = int(max(row_partitions.max(initial=0), partitions[keep].max(initial=0))) + 1
+    keys = partition_keys(topics[keep], partitions[keep].astype(np.int64), width)
+    owners = consumers[keep]
+    # by key, then by consumer code (codes follow sorted ids): the first of each key wins
+    order = np.lexsort((owners, keys))
+    keys, owners = keys[order], owners[order]
+    first = np.r_[True, keys[1:] != keys[:-1]] if len(keys) else np.zeros(0, dtype=bool)
+    keys, owners = keys[first], owners[first]
+    wanted = partition_keys(row_topics, row_partitions, width)
+    at = np.searchsorted(keys, wanted)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == wanted[found]
+    names = np.asarray(index.consumers, dtype=object)
+    result = np.full(len(rows), None, dtype=object)
+    result[found] = names[owners[at[found]]]
+    return result.tolist()
 
 
 def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> pd.DataFrame:
@@ -134,9 +162,9 @@ def assign(
         )
     subs = validate_subscriptions(subscriptions)
     rows = validate_lags(lags)
-    subscribed = {t for topics in subs.values() for t in topics}
-    rows = rows[rows["topic"].isin(subscribed)].reset_index(drop=True)
-    prev = previous_owners(previous, rows, subs)
+    index = SubscriptionIndex(subs, rows["topic"].unique())
+    rows = rows[np.isin(index.topic_codes(rows["topic"]), index.subscribed_topics())].reset_index(drop=True)
+    prev = previous_owners(previous, rows, subs, index)
     problem = GroupProblem(
         topics=rows["topic"].to_numpy(dtype=object),
         partitions=rows["partition"].to_numpy(dtype=np.int64),
@@ -152,7 +180,7 @@ def assign(
         {"consumer": np.asarray(owners, dtype=object), "topic": rows["topic"], "partition": rows["partition"],
          "lag": rows["lag"]}
     )
-    check_assignment(out, rows, subs)
+    check_assignment(out, rows, subs, index)
     return out.sort_values(["consumer", "topic", "partition"], kind="stable").reset_index(drop=True)
 
 

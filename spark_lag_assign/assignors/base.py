@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from spark_lag_assign.subscriptions import distinct
+
 
 @dataclass(frozen=True)
 class TopicProblem:
@@ -49,12 +51,12 @@ class GroupProblem:
         return [(str(self.topics[s]), slice(int(s), int(e))) for s, e in zip(starts, ends)]
 
     def subscribers(self) -> dict[str, list[str]]:
-        """topic -> its subscribers, sorted."""
-        out: dict[str, list[str]] = {}
-        for consumer in self.consumers:
-            for topic in self.subscriptions[consumer]:
-                out.setdefault(topic, []).append(consumer)
-        return out
+        """topic -> its subscribers, sorted (the lists may be shared between topics: do not mutate)."""
+        readers: dict[str, list[list[str]]] = {}
+        for topic_list, members in distinct({c: self.subscriptions[c] for c in self.consumers}).items():
+            for topic in topic_list:
+                readers.setdefault(topic, []).append(members)
+        return {t: groups[0] if len(groups) == 1 else sorted(c for g in groups for c in g) for t, groups in readers.items()}
 
 
 TopicAssignor = Callable[[TopicProblem], Sequence[str]]
