@@ -28,9 +28,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
+import numpy as np
 import pandas as pd
 
 from spark_lag_assign.errors import InputError, PlanError, PlanLockedError
+from spark_lag_assign.subscriptions import distinct
 
 FORMAT_VERSION = 1
 CONSUMER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}$")
@@ -43,7 +45,7 @@ class ConsumerPlan(TypedDict):
     startingOffsets: dict[str, dict[str, int]]  # topic -> {"partition": offset}; -2 earliest, -1 latest
     partitions: int
     lag: int
-    subscriptions: list[str]
+    subscriptions: list[str] | str  # "*": every topic of the plan
 
 
 class Plan(TypedDict):
@@ -56,6 +58,7 @@ class Plan(TypedDict):
     reset: str
     seed: int
     options: dict[str, Any]
+    topics: list[str]  # every planned topic
     consumers: dict[str, ConsumerPlan]
     unassigned: dict[str, list[int]]  # partitions of topics nobody subscribes to
     totals: dict[str, int]
@@ -90,21 +93,53 @@ def build_plan(
     created: datetime | None = None,
 ) -> Plan:
     """The plan document of a plan table: rows[consumer (null: unassigned), topic, partition, lag, starting_offset]."""
-    ordered = rows.sort_values(["topic", "partition"], kind="stable")
-    assigned = ordered[ordered["consumer"].notna()]
+    planned = sorted(set(rows["topic"]))
+    everything = set(planned)
+
+    listed: dict[tuple[str, ...], list[str] | str] = {}  # once per distinct topic list
+    for topic_list in distinct(subscriptions):
+        topics = sorted(set(topic_list))
+        listed[topic_list] = "*" if set(topics) == everything else topics  # "*": every planned topic
+
     consumers: dict[str, ConsumerPlan] = {
-        c: {"assign": {}, "startingOffsets": {}, "partitions": 0, "lag": 0, "subscriptions": sorted(set(subscriptions[c]))}
+        c: {
+            "assign": {},
+            "startingOffsets": {},
+            "partitions": 0,
+            "lag": 0,
+            "subscriptions": listed[tuple(subscriptions[c])],
+        }
         for c in sorted(subscriptions)
     }
-    for (consumer, topic), part in assigned.groupby(["consumer", "topic"], sort=True):
-        entry = consumers[str(consumer)]
-        partitions = [int(p) for p in part["partition"]]
-        entry["assign"][str(topic)] = partitions
-        entry["startingOffsets"][str(topic)] = {str(p): int(o) for p, o in zip(partitions, part["starting_offset"])}
-        entry["partitions"] += len(partitions)
-        entry["lag"] += int(part["lag"].sum())
-    unassigned_rows = ordered[ordered["consumer"].isna()]
-    unassigned = {str(t): [int(p) for p in g["partition"]] for t, g in unassigned_rows.groupby("topic", sort=True)}
+    has_owner = rows["consumer"].notna().to_numpy()
+    assigned = rows[has_owner].sort_values(["consumer", "topic", "partition"], kind="stable")
+    lag = assigned["lag"].to_numpy(dtype=np.int64)
+    current_consumer: object = None
+    current_topic: object = None
+    for c, t, p, o in zip(
+        assigned["consumer"].tolist(),
+        assigned["topic"].tolist(),
+        assigned["partition"].astype(np.int64).tolist(),
+        assigned["starting_offset"].astype(np.int64).tolist(),
+    ):
+        if c != current_consumer:
+            entry = consumers[c]
+            current_consumer, current_topic = c, None
+        if t != current_topic:
+            parts = entry["assign"][t] = []
+            starts = entry["startingOffsets"][t] = {}
+            current_topic = t
+        parts.append(p)
+        starts[str(p)] = o
+    if len(assigned):
+        totals = assigned.groupby("consumer", sort=False)["lag"].agg(["size", "sum"])
+        for consumer, (size, total) in zip(totals.index, totals.to_numpy().tolist()):
+            consumers[consumer]["partitions"] = int(size)
+            consumers[consumer]["lag"] = int(total)
+    unassigned_rows = rows[~has_owner].sort_values(["topic", "partition"], kind="stable")
+    unassigned = {
+        str(t): sorted(int(p) for p in g["partition"]) for t, g in unassigned_rows.groupby("topic", sort=True)
+    }
     return {
         "format": FORMAT_VERSION,
         "generation": int(generation),
@@ -115,26 +150,52 @@ def build_plan(
         "reset": reset,
         "seed": int(seed),
         "options": dict(options or {}),
+        "topics": planned,
         "consumers": consumers,
         "unassigned": unassigned,
         "totals": {
-            "partitions": len(ordered),
+            "partitions": len(rows),
             "assigned": len(assigned),
             "unassigned": len(unassigned_rows),
-            "lag": int(assigned["lag"].sum()),
+            "lag": int(lag.sum()),
         },
         "quality": dict(quality or {}),
     }
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _consumer_json(entry: ConsumerPlan, assign: str, starting: str) -> str:
+    rest = {k: v for k, v in entry.items() if k not in ("assign", "startingOffsets")}
+    return f'{{"assign":{assign},"startingOffsets":{starting},{_dumps(rest)[1:]}'
+
+
+def plan_json(plan: Plan, parts: Mapping[str, tuple[str, str]] | None = None) -> str:
+    """The plan as JSON text: one line per top-level field and per consumer.
+
+    Readable with ``less`` or ``jq`` and written by json's C encoder: an indented dump of a
+    million-partition plan takes many times longer. ``parts`` holds each consumer's
+    ``assign`` and ``startingOffsets`` already encoded (the writer needs them anyway).
+    """
+    parts = parts or {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
+    lines = [f"{_dumps(k)}:{_dumps(v)}" for k, v in plan.items() if k != "consumers"]
+    consumers = ",\n".join(
+        f" {_dumps(c)}:{_consumer_json(e, *parts[c])}" for c, e in plan["consumers"].items()
+    )
+    lines.append(f'"consumers":{{\n{consumers}\n}}' if consumers else '"consumers":{}')
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def assign_json(entry: ConsumerPlan) -> str:
     """The exact string to pass as ``.option("assign", ...)``."""
-    return json.dumps(entry["assign"], separators=(",", ":"))
+    return _dumps(entry["assign"])
 
 
 def starting_offsets_json(entry: ConsumerPlan) -> str:
     """The exact string to pass as ``.option("startingOffsets", ...)``."""
-    return json.dumps(entry["startingOffsets"], separators=(",", ":"))
+    return _dumps(entry["startingOffsets"])
 
 
 def assignment_frame(plan: Plan) -> pd.DataFrame:
@@ -237,8 +298,6 @@ def check_writable(directory: str | Path) -> None:
 def _write_file(path: Path, text: str) -> None:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _fsync_dir(path: Path) -> None:
@@ -270,10 +329,12 @@ def write_plan(directory: str | Path, plan: Plan) -> Path:
             shutil.rmtree(leftover, ignore_errors=True)
         (staging / "assign").mkdir(parents=True)
         (staging / "starting-offsets").mkdir()
-        for consumer, entry in plan["consumers"].items():
-            _write_file(staging / "assign" / f"{consumer}.json", assign_json(entry) + "\n")
-            _write_file(staging / "starting-offsets" / f"{consumer}.json", starting_offsets_json(entry) + "\n")
-        _write_file(staging / "plan.json", json.dumps(plan, indent=1, sort_keys=False) + "\n")
+        parts = {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
+        for consumer, (assign, starting) in parts.items():
+            _write_file(staging / "assign" / f"{consumer}.json", assign + "\n")
+            _write_file(staging / "starting-offsets" / f"{consumer}.json", starting + "\n")
+        _write_file(staging / "plan.json", plan_json(plan, parts))
+        os.sync()  # one flush for every file of the generation, before it can become current
         if final.exists():  # written by a run that died before flipping ``current``: never current
             current = directory / "current"
             if current.is_symlink() and (directory / os.readlink(current)).resolve() == final.resolve():
