@@ -5,48 +5,50 @@ Priorities, in order:
 1. Balance by partition count across the whole group. With identical subscriptions the
    counts differ by at most one. With differing subscriptions no partition can travel, in
    one move or along a chain of moves, from a consumer to one holding two or more fewer
-   partitions (a global optimum: KIP-54 only asks that no single move helps).
-2. Stickiness: as many partitions as possible stay with their previous owner.
+   (the global optimum; KIP-54 itself only asks that no single move helps).
+2. Stickiness: of all plans that balanced, one keeping the most partitions with their
+   previous owner.
 
-Partitions whose topics have the same set of subscribers are interchangeable for both
-goals, so the algorithm works on counts per (class of such topics, consumer) and only
-picks concrete partitions at the end. Steps:
+Partitions of topics with the same subscribers are interchangeable for both goals, so the
+algorithm counts per (class of such topics, consumer) and picks concrete partitions last.
 
-1. Drop what no longer holds: owners that left or unsubscribed, deleted partitions (the
-   caller's ``previous`` already only names current subscribers).
-2. When every consumer can read one class at most (identical subscriptions, or groups of
-   consumers on disjoint topics) each class is split by quota: ``N // S`` partitions per
-   subscriber, ``N % S`` of them one more, the extra going to those that held the most.
-   Everyone keeps its previous partitions up to its quota; nothing else moves, which is
-   the fewest moves any balanced plan can make.
-3. Otherwise: everyone keeps its previous partitions; unowned partitions go, classes with
-   the fewest subscribers first, each to the least-loaded subscriber (ties: smaller id).
-4. Rebalance: move a partition from a consumer to an eligible one holding two or more
-   fewer, newly assigned partitions before previously owned ones, the largest gaps first;
-   when no direct move is left, move along chains (A hands one to B, B one to C) found
-   by a cheapest-first search, counting a previously owned partition as a cost.
-5. If step 4 did not lower the balance score (the sum of count differences over all
-   consumer pairs), revert it: stickiness wins when fairness cannot improve.
-6. Materialise: each consumer keeps that many of its previous partitions of each class
-   (giving up first those of topics where it holds several, then a per-consumer rotation
-   over topics) and the rest are dealt round-robin, in (topic, partition) order, to the
-   consumers still short.
+1. Drop what no longer holds: owners that left or unsubscribed, deleted partitions.
+2. When every consumer reads one class at most (identical subscriptions, or groups of
+   consumers on disjoint topics), split each class by quota: ``N // S`` per subscriber,
+   ``N % S`` of them one more, the extra going to those that held the most. Everyone keeps
+   its previous partitions up to its quota and only the excess moves: the fewest moves
+   any balanced plan can make. Skip to step 7.
+3. Otherwise everyone keeps its previous partitions, and unowned ones go, classes with the
+   fewest subscribers first, each to the least-loaded subscriber (ties: smaller id).
+4. Rebalance: move a partition to an eligible consumer holding two or more fewer, largest
+   gaps first, newly assigned partitions before previously owned ones; when no direct move
+   is left, pass one along a chain (A to B, B to C), the cheapest in lost previous owners.
+5. A reassignment that does not lower the balance score (the sum of count differences
+   over all pairs of consumers) is reverted: stickiness wins when fairness cannot improve.
+6. Trade back: with the balance fixed, exchange partitions around cycles that return more
+   partitions to their previous owners than they take; when none is left, no plan this
+   balanced keeps more (the optimality test of a min-cost flow).
+7. Materialise: a consumer over its count gives up first the partitions of topics it holds
+   most of relative to their size, then by a per-consumer rotation over topics; what is
+   left is dealt to the consumers still short, each topic to those holding least of it, a
+   group starting afresh round-robin in (topic, partition) order.
 
-Example. Topics a (3 partitions), b and c (2 each); consumers C0, C1, C2 subscribe to all.
+Example. Topics a (3 partitions), b and c (2 each); C0, C1 and C2 subscribe to all three.
 Seven partitions over three consumers: quotas 3, 2, 2, dealt round-robin::
 
     C0: [a0, b0, c1]    C1: [a1, b1]    C2: [a2, c0]
 
-C1 leaves. Quotas become 4 and 3; C0 held the most, so it gets the extra. Nobody is over
-quota; C1's a1 goes to C0, b1 to C2; the other five partitions stay::
+C1 leaves. Quotas 4 and 3, the extra to C0, which held more. Nobody is over quota: C1's a1
+goes to C0 and b1 to C2; the other five partitions stay where they were::
 
     C0: [a0, a1, b0, c1]    C2: [a2, b1, c0]
 
-C3 joins. Quotas 3, 2, 2 with the extra to C0 (still the largest holder). C0 gives up a1
-(its second partition of a), C2 gives up one partition (its rotation picks a2), and C3
-gets both: two moves, the least any balanced plan allows::
+C3 joins. Quotas 3, 2, 2, the extra to C0 again. C0 gives up a1, its second partition of
+a. C2's a2 is just its share of a (3 partitions, 3 consumers) while b1 and c0 are each over
+a share of b or c (2/3 of a partition); its rotation over topics gives up c0. C3 gets a1
+and c0: two moves, the fewest possible::
 
-    C0: [a0, b0, c1]    C2: [b1, c0]    C3: [a1, a2]
+    C0: [a0, b0, c1]    C2: [a2, b1]    C3: [a1, c0]
 """
 
 from __future__ import annotations
@@ -131,7 +133,9 @@ def _layout(problem: GroupProblem) -> _Layout:
 
     if len(problem.previous) == n_rows:
         consumer_code = {c: i for i, c in enumerate(consumers)}
-        prev = np.fromiter(map(consumer_code.get, problem.previous, itertools.repeat(-1)), dtype=np.int64, count=n_rows)
+        prev = np.fromiter(
+            map(consumer_code.get, problem.previous, itertools.repeat(-1)), dtype=np.int64, count=n_rows
+        )
     else:
         prev = np.full(n_rows, -1, dtype=np.int64)
     has = prev >= 0
@@ -165,7 +169,7 @@ def _quota_counts(lay: _Layout, kept_before: np.ndarray) -> np.ndarray:
     return low[lay.pair_class] + (rank < extra[lay.pair_class])
 
 
-# -- steps 3 to 5: the general path -----------------------------------------------------------
+# -- steps 3 to 6: the general path -----------------------------------------------------------
 
 
 def _water_fill(loads: np.ndarray, units: int) -> np.ndarray:
@@ -186,13 +190,12 @@ def _water_fill(loads: np.ndarray, units: int) -> np.ndarray:
 
 
 class _Balancer:
-    """Counts per pair and consumer loads, with the moves of step 4."""
+    """Counts per pair and consumer loads, with the moves of steps 3 to 6."""
 
     def __init__(self, lay: _Layout, kept_before: np.ndarray) -> None:
         self.lay = lay
         self.p = kept_before
-        self.x = kept_before.copy()
-        self.loads = np.bincount(lay.pair_consumer, weights=self.x, minlength=lay.n_consumers).astype(np.int64)
+        self.restore(kept_before)
 
     def fill(self) -> None:
         lay = self.lay
@@ -205,18 +208,16 @@ class _Balancer:
             self.x[seg] += add
             self.loads[cons] += add
 
-    def _move(self, k_pair_from: int, k_pair_to: int) -> None:
-        lay = self.lay
-        self.x[k_pair_from] -= 1
-        self.x[k_pair_to] += 1
-        self.loads[lay.pair_consumer[k_pair_from]] -= 1
-        self.loads[lay.pair_consumer[k_pair_to]] += 1
-
     def direct_moves(self, newly_assigned_only: bool) -> None:
-        """Improving one-hop moves until none is left, many per round: each class proposes
-        its best one and a proposal is taken while, with the loads the round has already
-        changed, it still improves. A giver gives once per round, so one heavy consumer is
-        not drained below the others; a receiver (a consumer that just joined) may take many."""
+        """Improving one-hop moves until none is left, many per round.
+
+        Each class proposes one move, from its most loaded holder to its least loaded
+        subscriber; the largest gaps go first, ties to moves that hand over a newly assigned
+        partition or give a previous owner one back. A proposal is taken while, with the
+        loads the round has already changed, it still closes a gap of two or more, so every
+        move lowers the balance score. A giver gives once per round, so one heavy consumer is
+        not drained below the others; a taker (one that just joined) may take many.
+        """
         lay = self.lay
         n = lay.n_consumers
         starts = lay.ptr[:-1]
@@ -224,20 +225,19 @@ class _Balancer:
             return
         while True:
             load = self.loads[lay.pair_consumer]
-            can_give = self.x > self.p if newly_assigned_only else self.x > 0
+            extra = self.x > self.p  # holds partitions of the class it did not hold before
+            can_give = extra if newly_assigned_only else self.x > 0
             # one integer key per pair: load first, then stickiness, then consumer id
-            give_key = np.where(
-                can_give, load * (2 * n) + (self.x > self.p) * n + (n - 1 - lay.pair_consumer), -1
-            )
+            give_key = np.where(can_give, load * (2 * n) + extra * n + (n - 1 - lay.pair_consumer), -1)
             take_key = load * (2 * n) + (self.x >= self.p) * n + lay.pair_consumer
             best_give = np.maximum.reduceat(give_key, starts)
             best_take = np.minimum.reduceat(take_key, starts)
-            ok = best_give >= 0
-            gap = np.where(ok, best_give // (2 * n) - best_take // (2 * n), 0)
+            gap = np.where(best_give >= 0, best_give // (2 * n) - best_take // (2 * n), 0)
             classes = np.flatnonzero(gap >= 2)
             if len(classes) == 0:
                 return
-            classes = classes[np.lexsort((classes, -gap[classes]))]
+            cost = (best_take[classes] // n) % 2 - (best_give[classes] // n) % 2
+            classes = classes[np.lexsort((classes, cost, -gap[classes]))]
             giver = n - 1 - (best_give[classes] % n)
             taker = best_take[classes] % n
             gave: set[int] = set()
@@ -249,7 +249,8 @@ class _Balancer:
                 took.add(b)
                 seg = lay.pair_consumer[lay.ptr[k] : lay.ptr[k + 1]]
                 base = int(lay.ptr[k])
-                self._move(base + int(np.searchsorted(seg, a)), base + int(np.searchsorted(seg, b)))
+                self._shift(base + int(np.searchsorted(seg, a)), -1)
+                self._shift(base + int(np.searchsorted(seg, b)), 1)
 
     def _cheapest_chain(self, sources: np.ndarray, frozen: np.ndarray, top: int) -> tuple[list[int], np.ndarray]:
         """Dijkstra over consumers and classes from ``sources``: a consumer reaches a class it
@@ -334,9 +335,114 @@ class _Balancer:
                 frozen |= reached
                 continue
             for give, take in zip(path[0::2], path[1::2]):
-                self._move(give, take)
+                self._shift(give, -1)
+                self._shift(take, 1)
             moved = True
             self.direct_moves(newly_assigned_only=False)
+
+
+    def trade_back(self) -> None:
+        """Cancel cycles of hand-overs that return more partitions to their previous owners
+        than they take away, until none is left.
+
+        Nodes are consumers, classes and one node per load level; a consumer gives a class it
+        holds (cost 1 if only previous partitions of it are left), a class goes to a
+        subscriber (cost -1 if that subscriber lost some of it), and level v passes a unit
+        from a consumer at v + 1 to one at v (so the multiset of loads, and the balance
+        score, stay the same). With the balance fixed, a plan with no negative cycle keeps
+        the most previous partitions: the optimality test of a min-cost flow.
+        """
+        lay = self.lay
+        n = lay.n_consumers
+        n_classes = len(lay.ptr) - 1
+        while (self.x < self.p).any():  # only a lost previous partition can pay for a cycle
+            give = np.flatnonzero(self.x > 0)
+            levels, load_level = np.unique(np.r_[self.loads, self.loads - 1], return_inverse=True)
+            down = n + n_classes + load_level[n:]  # the level one below each consumer's load
+            here = n + n_classes + load_level[:n]
+            cons = np.arange(n)
+            src = np.r_[lay.pair_consumer[give], n + lay.pair_class, down, cons]
+            dst = np.r_[n + lay.pair_class[give], lay.pair_consumer, cons, here]
+            cost = np.r_[
+                (self.x[give] <= self.p[give]).astype(np.int64),
+                -(self.x < self.p).astype(np.int64),
+                np.zeros(2 * n, dtype=np.int64),
+            ]
+            cycles = _negative_cycles(n + n_classes + len(levels), src, dst, cost)
+            if not cycles:
+                return
+            for cycle in cycles:  # node-disjoint, so no two share an arc
+                arcs = np.asarray(cycle, dtype=np.int64)
+                gives = give[arcs[arcs < len(give)]]
+                takes = arcs[(arcs >= len(give)) & (arcs < len(give) + len(self.x))] - len(give)
+                # as many units as every arc carries at the same cost; a level arc carries one
+                room = [
+                    np.where(self.x[gives] > self.p[gives], self.x[gives] - self.p[gives], self.x[gives]),
+                    np.where(self.x[takes] < self.p[takes], self.p[takes] - self.x[takes], len(lay.row_class)),
+                ]
+                units = 1 if len(arcs) > len(gives) + len(takes) else int(min(r.min() for r in room if len(r)))
+                for pair in gives.tolist():
+                    self._shift(pair, -units)
+                for pair in takes.tolist():
+                    self._shift(pair, units)
+
+    def restore(self, x: np.ndarray) -> None:
+        self.x = x.copy()
+        loads = np.bincount(self.lay.pair_consumer, weights=self.x, minlength=self.lay.n_consumers)
+        self.loads = loads.astype(np.int64)
+
+    def _shift(self, pair: int, by: int) -> None:
+        self.x[pair] += by
+        self.loads[self.lay.pair_consumer[pair]] += by
+
+
+def _negative_cycles(n_nodes: int, src: np.ndarray, dst: np.ndarray, cost: np.ndarray) -> list[list[int]]:
+    """Node-disjoint negative-cost cycles (as arc lists), none if there is none: Bellman-Ford
+    from every node at once, relaxing all arcs per round; every cycle among the predecessor
+    links is negative."""
+    dist = np.zeros(n_nodes, dtype=np.int64)
+    pred = np.full(n_nodes, -1, dtype=np.int64)
+    for _ in range(n_nodes + 1):
+        reach = dist[src] + cost
+        better = np.flatnonzero(reach < dist[dst])
+        if len(better) == 0:
+            return []
+        best = np.full(n_nodes, np.iinfo(np.int64).max)
+        np.minimum.at(best, dst[better], reach[better])
+        better = better[reach[better] == best[dst[better]]]
+        _, first = np.unique(dst[better], return_index=True)  # lowest arc id per node
+        better = better[first]
+        dist[dst[better]] = reach[better]
+        pred[dst[better]] = better
+        cycles = _pred_cycles(pred, src)
+        if cycles:
+            return cycles
+    raise AssertionError("sticky: Bellman-Ford neither converged nor found a cycle")
+
+
+def _pred_cycles(pred: np.ndarray, src: np.ndarray) -> list[list[int]]:
+    """The cycles among the predecessor links, found by pointer doubling: after as many steps
+    as there are nodes, a walk that has not reached a root is on a cycle."""
+    n_nodes = len(pred)
+    up = np.append(np.where(pred >= 0, src[np.maximum(pred, 0)], n_nodes), n_nodes)  # n_nodes: root
+    jump = up
+    for _ in range(int(n_nodes).bit_length() + 1):
+        jump = jump[jump]
+    cycles = []
+    seen: set[int] = set()
+    for start in np.unique(jump[:-1][jump[:-1] != n_nodes]).tolist():
+        if start in seen:
+            continue
+        nodes = []
+        node = start
+        while True:
+            nodes.append(node)
+            seen.add(node)
+            node = int(up[node])
+            if node == start:
+                break
+        cycles.append([int(pred[v]) for v in reversed(nodes)])
+    return cycles
 
 
 def _general_counts(lay: _Layout, kept_before: np.ndarray) -> np.ndarray:
@@ -347,11 +453,12 @@ def _general_counts(lay: _Layout, kept_before: np.ndarray) -> np.ndarray:
     bal.direct_moves(newly_assigned_only=False)
     bal.chain_moves()
     if balance_score(bal.loads) >= before_score:  # step 5
-        return before_x
+        bal.restore(before_x)
+    bal.trade_back()  # step 6
     return bal.x
 
 
-# -- step 6 -----------------------------------------------------------------------------------
+# -- step 7 -----------------------------------------------------------------------------------
 
 
 def _capped_fill(held: np.ndarray, cap: np.ndarray, units: int) -> np.ndarray:
