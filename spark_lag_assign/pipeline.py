@@ -29,7 +29,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_lag_assign.assignors import TopicProblem, assign, get_strategy
+from spark_lag_assign.assignors import TopicProblem, get_strategy, owners
 from spark_lag_assign.lag import lag_columns
 
 OFFSETS_SCHEMA = StructType(
@@ -137,19 +137,22 @@ def _topic_rows(
 def _group_rows(
     strategy: str, subscriptions: Mapping[str, Sequence[str]], seed: int, options: Mapping[str, Any]
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The applyInPandas function of a whole-group strategy: every row -> its owner, via ``assign``."""
+    """The applyInPandas function of a whole-group strategy: every row -> its owner, via ``owners``."""
 
     def apply(rows: pd.DataFrame) -> pd.DataFrame:
         owned = rows[rows["previous_owner"].notna()]
         previous = pd.DataFrame(
             {"consumer": owned["previous_owner"], "topic": owned["topic"], "partition": owned["partition"]}
         )
-        planned = assign(rows[["topic", "partition", "lag"]], subscriptions, strategy, previous, seed, **options)
-        out = rows[["topic", "partition", "lag", "starting_offset"]].merge(
-            planned[["consumer", "topic", "partition"]], on=["topic", "partition"], how="left"
-        )
-        return out[["consumer", "topic", "partition", "lag", "starting_offset"]].astype(
-            {"partition": np.int32, "lag": np.int64, "starting_offset": np.int64}
+        planned = owners(rows[["topic", "partition", "lag"]], subscriptions, strategy, previous, seed, **options)
+        return pd.DataFrame(
+            {
+                "consumer": planned,
+                "topic": rows["topic"].to_numpy(),
+                "partition": rows["partition"].to_numpy(dtype=np.int32),
+                "lag": rows["lag"].to_numpy(dtype=np.int64),
+                "starting_offset": rows["starting_offset"].to_numpy(dtype=np.int64),
+            }
         )
 
     return apply

@@ -35,15 +35,18 @@ def get_strategy(name: str) -> Strategy:
         raise StrategyError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}") from None
 
 
-def validate_lags(lags: pd.DataFrame) -> pd.DataFrame:
-    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise."""
+def validate_lags(lags: pd.DataFrame, keep_positions: bool = False) -> pd.DataFrame:
+    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise.
+
+    With ``keep_positions`` a ``_position`` column gives each row's position in ``lags``.
+    """
     if not isinstance(lags, pd.DataFrame):
         raise InputError(f"lags must be a pandas DataFrame, not {type(lags).__name__}")
     missing = [c for c in ("topic", "partition", "lag") if c not in lags.columns]
     if missing:
         raise InputError(f"lags: missing column(s) {', '.join(missing)}")
     out = lags.loc[:, ["topic", "partition", "lag"]]
-    if not all(isinstance(t, str) and t for t in out["topic"]):
+    if not all(isinstance(t, str) and t for t in pd.unique(out["topic"])):
         raise InputError("lags: column topic must hold non-empty strings")
     for col in ("partition", "lag"):
         if out[col].isna().any():
@@ -57,11 +60,16 @@ def validate_lags(lags: pd.DataFrame) -> pd.DataFrame:
             r = out[out[col] < 0].iloc[0]
             raise InputError(f"lags: negative {col} {r[col]} for {r.topic}-{r.partition}")
     out = out.astype({"partition": np.int64, "lag": np.int64})
-    dup = out.duplicated(["topic", "partition"])
+    if keep_positions:
+        out["_position"] = np.arange(len(out))
+    out = out.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
+    dup = (out["topic"].to_numpy()[1:] == out["topic"].to_numpy()[:-1]) & (
+        out["partition"].to_numpy()[1:] == out["partition"].to_numpy()[:-1]
+    )
     if dup.any():
-        r = out[dup].iloc[0]
+        r = out.iloc[int(np.argmax(dup)) + 1]
         raise InputError(f"lags: partition {r.topic}-{r.partition} appears more than once")
-    return out.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
+    return out
 
 
 def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
@@ -137,6 +145,49 @@ def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -
     return lags[~lags["topic"].isin(subscribed)].reset_index(drop=True)
 
 
+def owners(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str = DEFAULT_STRATEGY,
+    previous: pd.DataFrame | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> np.ndarray:
+    """The owner of each row of ``lags``, in its row order (None where nobody subscribes).
+
+    Validates the input, runs the strategy and checks the invariants; ``assign`` and the
+    Spark job's global stage both stand on it.
+    """
+    spec = get_strategy(strategy)
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise StrategyError(
+            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
+            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
+        )
+    subs = validate_subscriptions(subscriptions)
+    ordered = validate_lags(lags, keep_positions=True)
+    index = SubscriptionIndex(subs, ordered["topic"].unique())
+    rows = ordered[np.isin(index.topic_codes(ordered["topic"]), index.subscribed_topics())]
+    positions = rows["_position"].to_numpy()
+    rows = rows.drop(columns="_position").reset_index(drop=True)
+    problem = GroupProblem(
+        topics=rows["topic"].to_numpy(dtype=object),
+        partitions=rows["partition"].to_numpy(dtype=np.int64),
+        lags=rows["lag"].to_numpy(dtype=np.int64),
+        subscriptions=subs,
+        consumers=list(subs),
+        previous=previous_owners(previous, rows, subs, index),
+        seed=int(seed),
+        options=dict(options),
+    )
+    planned = np.asarray(run(spec, problem), dtype=object)
+    check_assignment(rows.assign(consumer=planned), rows, subs, index)
+    out = np.full(len(lags), None, dtype=object)
+    out[positions] = planned
+    return out
+
+
 def assign(
     lags: pd.DataFrame,
     subscriptions: Mapping[str, Sequence[str]],
@@ -153,34 +204,16 @@ def assign(
     sorted by (consumer, topic, partition). Partitions of topics nobody subscribes to are
     left out (see ``unassigned``).
     """
-    spec = get_strategy(strategy)
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise StrategyError(
-            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
-            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
-        )
-    subs = validate_subscriptions(subscriptions)
-    rows = validate_lags(lags)
-    index = SubscriptionIndex(subs, rows["topic"].unique())
-    rows = rows[np.isin(index.topic_codes(rows["topic"]), index.subscribed_topics())].reset_index(drop=True)
-    prev = previous_owners(previous, rows, subs, index)
-    problem = GroupProblem(
-        topics=rows["topic"].to_numpy(dtype=object),
-        partitions=rows["partition"].to_numpy(dtype=np.int64),
-        lags=rows["lag"].to_numpy(dtype=np.int64),
-        subscriptions=subs,
-        consumers=list(subs),
-        previous=prev,
-        seed=int(seed),
-        options=dict(options),
-    )
-    owners = run(spec, problem)
+    planned = owners(lags, subscriptions, strategy, previous, seed, **options)
+    taken = planned != None  # noqa: E711 - elementwise on an object array
     out = pd.DataFrame(
-        {"consumer": np.asarray(owners, dtype=object), "topic": rows["topic"], "partition": rows["partition"],
-         "lag": rows["lag"]}
+        {
+            "consumer": planned[taken],
+            "topic": lags["topic"].to_numpy(dtype=object)[taken],
+            "partition": lags["partition"].to_numpy()[taken].astype(np.int64),
+            "lag": lags["lag"].to_numpy()[taken].astype(np.int64),
+        }
     )
-    check_assignment(out, rows, subs, index)
     return out.sort_values(["consumer", "topic", "partition"], kind="stable").reset_index(drop=True)
 
 
@@ -220,5 +253,6 @@ __all__ = [
     "TopicProblem",
     "assign",
     "get_strategy",
+    "owners",
     "unassigned",
 ]
