@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -134,3 +136,13 @@ def test_spark_plan_equals_the_pure_plan(spark, strategy: str) -> None:  # type:
     )
     expected = spark.createDataFrame(want, schema="consumer string, topic string, partition int, lag long")
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_the_session_loads_the_kafka_source_of_pysparks_exact_version(spark) -> None:  # type: ignore[no-untyped-def]
+    import pyspark
+
+    jars = sorted(Path(j).name for j in spark.conf.get("spark.jars").split(",") if Path(j).name.startswith("spark-"))
+    assert jars == [
+        f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar",
+        f"spark-token-provider-kafka-0-10_2.13-{pyspark.__version__}.jar",
+    ]
