@@ -259,7 +259,10 @@ def test_many_consumers_on_many_topics_stay_balanced_and_move_the_minimum() -> N
     joined = {**subs, "new": names}
     second = sticky(sizes, joined, first)
     assert set(counts(second, joined).values()) == {99, 100}
-    assert moved(second, first) == 99  # the newcomer's 99, each from a different consumer
+    assert moved(second, first) == 99
+    # the newcomer's 99 come one from each of 99 consumers, all but the one keeping 100
+    taken = second[second["consumer"] == "new"].merge(first, on=["topic", "partition"], suffixes=("", "_before"))
+    assert taken["consumer_before"].nunique() == 99
 
 
 # -- random sequences of rebalances ----------------------------------------------------------
