@@ -31,6 +31,7 @@ class Mode:
     name: str
     static_seeds: int
     churn_seeds: int
+    large_churn_seeds: int  # churn on compare.LARGE (~10,000 partitions)
     drain_seeds: int
     sizes: tuple[int, ...]
     consumers: tuple[int, ...]
@@ -39,8 +40,8 @@ class Mode:
     job_strategies: tuple[str, ...]
 
 
-FULL = Mode("full", 20, 6, 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky",))
-QUICK = Mode("quick", 3, 1, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",))
+FULL = Mode("full", 20, 6, 2, 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky",))
+QUICK = Mode("quick", 3, 1, 0, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",))
 
 CHURN_SHAPES = ("skewed", "seed002", "mixed")
 DRAIN_SHAPES = ("skewed", "seed002", "mixed")
@@ -91,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     clock.done(f"quality from scratch ({mode.static_seeds} seeds x {len(compare.SHAPES)} shapes)")
     churn_shapes = [compare.SHAPE[s] for s in CHURN_SHAPES]
     churn = compare.run_churn(churn_shapes, compare.PLANNERS, range(mode.churn_seeds))
-    clock.done(f"churn ({mode.churn_seeds} seeds x {len(churn_shapes)} shapes x {len(compare.STEPS)} states)")
+    if mode.large_churn_seeds:
+        churn = pd.concat([churn, compare.run_churn([compare.LARGE], compare.PLANNERS, range(mode.large_churn_seeds))],
+                          ignore_index=True)
+    clock.done(f"churn ({mode.churn_seeds} seeds x {len(churn_shapes)} shapes"
+               + (f", {mode.large_churn_seeds} x {compare.LARGE.name}" if mode.large_churn_seeds else "")
+               + f"; {len(compare.STEPS)} states each)")
     drain_shapes = [compare.SHAPE[s] for s in DRAIN_SHAPES]
     drained = drain.run_drain(drain_shapes, compare.PLANNERS, range(mode.drain_seeds))
     curves = drain.curves(compare.SHAPE["skewed"], compare.PLANNERS, seed=0)
@@ -129,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if job is not None:
         (out / "job.json").write_text(json.dumps(job, indent=1, default=str) + "\n")
 
-    goals = report.targets(static, churn, grid, job, identical=[s.name for s in compare.SHAPES if s.identical])
+    goals = report.targets(static, churn, grid, job, identical=[s.name for s in [*compare.SHAPES, compare.LARGE] if s.identical])
     text = render(mode, clock, static, churn, drained, grid, job, goals, pngs)
     (out / "report.md").write_text(text)
     print(text)
@@ -165,7 +171,8 @@ def render(
         "## Targets",
         report.targets_table(goals),
         "## Workloads",
-        "\n".join(f"- `{s.name}`: {s.about}{'' if s.identical else ' (subscriptions differ)'}." for s in compare.SHAPES),
+        "\n".join(f"- `{s.name}`: {s.about}{'' if s.identical else ' (subscriptions differ)'}." for s in compare.SHAPES)
+        + f"\n- `{compare.LARGE.name}` (churn only, full runs): {compare.LARGE.about}.",
         "Churn sequence, each state derived from the one before; every planner is given its own previous plan "
         "(only the sticky ones use it): start; drift (every lag times a log-normal factor, sigma 5%); join (a consumer "
         "`joiner-<uuid>` reading every topic); leave (a member drawn by the seed); grow topic (8 partitions added to a "
@@ -183,12 +190,13 @@ def render(
         f"![per-consumer lag]({pngs['lag_bars'].name})",
         "Per-consumer lag on one skewed group: bars in consumer id order; the dashed line is LB.",
         f"![optimality]({pngs['optimality'].name})",
-        f"## Movement across churn ({mode.churn_seeds} seeds per shape)",
+        "## Movement across churn",
         "Cells: partitions moved at that step, median (worst) over seeds; `total` sums the steps per seed. "
         "`optimality after` covers every state after the first.",
     ]
-    for shape in CHURN_SHAPES:
-        parts += [f"### {shape}", report.churn_table(churn, shape, names, compare.STEPS)]
+    for shape in dict.fromkeys(churn["shape"]):
+        seeds = churn.loc[churn["shape"] == shape, "seed"].nunique()
+        parts += [f"### {shape} ({seeds} seeds)", report.churn_table(churn, shape, names, compare.STEPS)]
     parts += [
         f"![moves per churn step]({pngs['moves'].name})",
         f"## Time to drain ({mode.drain_seeds} seeds per shape)",

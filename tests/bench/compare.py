@@ -12,6 +12,8 @@ run in a minute, the scale benchmark goes to a million partitions):
   on 8 hosts.
 - ``mixed``: 30 topics of 1-24 partitions, 10 consumers each reading about half the topics
   (kafka-python's RoundRobin crashes on such groups: it is left out there).
+- ``skewed-10k`` (churn only): the skewed shape at ~10,000 partitions and 100 consumers, where
+  kafka-python's sticky takes seconds per rebalance.
 
 Churn sequence (each state derived from the one before, so that sticky planners carry their
 previous plan): start, drift (every lag x log-normal 5%), join (a consumer
@@ -98,7 +100,10 @@ SHAPES: list[Shape] = [
     Shape("mixed", "30 topics of 1-24 partitions, 10 consumers each reading about half of them",
           lambda s: workloads.mixed_subscriptions(topics=30, consumers=10, seed=s), False),
 ]
-SHAPE = {s.name: s for s in SHAPES}
+#: churn at a size where kafka-python's sticky takes seconds per rebalance (full runs only)
+LARGE = Shape("skewed-10k", "250 topics of 20-60 partitions (~10,000), Zipf 1.5 inside a topic, 100 consumers",
+              lambda s: workloads.skewed(topics=250, consumers=100, min_partitions=20, max_partitions=60, seed=s), True)
+SHAPE = {s.name: s for s in [*SHAPES, LARGE]}
 
 
 def timed(fn: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, float]:
@@ -186,4 +191,4 @@ def run_churn(shapes: Sequence[Shape], planners: Sequence[Planner], seeds: Seque
     return pd.DataFrame(rows)
 
 
-__all__ = ["NAMES", "PLANNERS", "SHAPE", "SHAPES", "STEPS", "Planner", "Shape", "churn_states", "run_churn", "run_static"]
+__all__ = ["LARGE", "NAMES", "PLANNERS", "SHAPE", "SHAPES", "STEPS", "Planner", "Shape", "churn_states", "run_churn", "run_static"]

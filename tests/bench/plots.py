@@ -186,7 +186,12 @@ def drain_curves(curves: Mapping[str, Mapping[str, object]], title: str, path: P
         ax.set_xlabel("minutes")
         ax.set_ylabel("total lag (million msgs)")
         ax.set_ylim(bottom=0)
-        ax.set_xlim(0, times[-1])
+        # the slowest plan would squeeze the others into the left edge: cut at 3x the bound, the legend has its time
+        right = min(times[-1], 3 * bound / 60) if np.isfinite(bound) and bound > 0 else times[-1]
+        ax.set_xlim(0, right)
+        if right < times[-1]:
+            ax.annotate("x axis cut at 3x the bound", (0.99, 0.5), xycoords="axes fraction", ha="right", fontsize=7,
+                        color="grey")
         ax.set_title("producers stopped" if scenario == "backlog" else "producers appending 40% of the group's rate",
                      fontsize=10)
         ax.legend(fontsize=7, title="time to drain", title_fontsize=7)
@@ -215,9 +220,12 @@ def scale_times(scale: pd.DataFrame, names: Sequence[str], path: Path, limit: fl
             if limit is not None and len(stopped):
                 ax.scatter(stopped["partitions"], [limit] * len(stopped), marker="^", s=60, color=COLOURS.get(name, "grey"),
                            edgecolors="black", zorder=4)
+                smallest = scale["partitions"].min()
                 for n in stopped["partitions"]:
-                    ax.annotate(f"{name} stopped", (n, limit), textcoords="offset points", xytext=(-8, -4), fontsize=7,
-                                ha="right", va="top")
+                    # at the left edge the label would spill into the neighbouring panel
+                    left = n == smallest
+                    ax.annotate(f"{name} stopped", (n, limit), textcoords="offset points", xytext=(8 if left else -8, -4),
+                                fontsize=7, ha="left" if left else "right", va="top")
         if limit is not None:
             ax.axhline(limit, color="grey", linestyle=":", linewidth=1)
             ax.annotate(f"limit {limit:.0f} s", (0.01, limit), xycoords=("axes fraction", "data"), textcoords="offset points",
