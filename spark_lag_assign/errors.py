@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception as one line, led by its type unless the message names it already."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
+
+
 class SparkLagAssignError(Exception):
     """Base of every error this package raises on bad input or a failed dependency."""
 

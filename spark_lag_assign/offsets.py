@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from spark_lag_assign.errors import InputError, KafkaReadError
+from spark_lag_assign.errors import InputError, KafkaReadError, one_line as _one_line
 from spark_lag_assign.lag import OFFSET_COLUMNS, validate_offsets
 
 log = logging.getLogger(__name__)
@@ -26,11 +26,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SNAPSHOT_FORMATS = {".csv": "csv", ".jsonl": "json", ".json": "json", ".ndjson": "json", ".parquet": "parquet"}
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
 
 
 @contextmanager
@@ -124,6 +119,30 @@ def resolve_topics(all_topics: Sequence[str], topics: Sequence[str] | None, patt
     raise InputError("name the topics to plan (topics) or a topic pattern (topic_pattern)")
 
 
+def _offsets_table(
+    admin: Any, group: str, tps: Sequence[Any], committed: Mapping[Any, Any], deadline: float
+) -> pd.DataFrame:
+    """The offsets table of ``tps``: beginning and end read now, ``committed`` as given."""
+    from kafka.admin import OffsetSpec
+
+    if not tps:
+        return pd.DataFrame(columns=list(OFFSET_COLUMNS))
+    earliest = _retrying(
+        "reading beginning offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps}), deadline
+    )
+    latest = _retrying(
+        "reading end offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}), deadline
+    )
+    rows = []
+    for tp in tps:
+        meta = committed.get(tp)
+        offset = getattr(meta, "offset", -1) if meta is not None else -1
+        rows.append((tp.topic, tp.partition, earliest[tp].offset, latest[tp].offset, offset if offset >= 0 else None))
+    frame = pd.DataFrame(rows, columns=list(OFFSET_COLUMNS))
+    frame["committed_offset"] = frame["committed_offset"].astype("Int64")
+    return validate_offsets(frame, f"offsets of group {group}")
+
+
 def read_offsets(
     bootstrap_servers: str,
     group: str,
@@ -134,7 +153,6 @@ def read_offsets(
     timeout_ms: int = 15000,
 ) -> pd.DataFrame:
     """The group's offsets for every partition of the chosen topics, read live with kafka-python."""
-    from kafka.admin import OffsetSpec
     from kafka.structs import TopicPartition
 
     deadline = time.monotonic() + timeout_ms / 1000
@@ -152,22 +170,27 @@ def read_offsets(
             state = _retrying("describing the group", lambda: admin.describe_groups([group]), deadline)
             if state.get(group, {}).get("group_state", "Dead") == "Dead":
                 raise KafkaReadError(f"unknown consumer group {group!r}: it has no members and no committed offsets")
-        if not tps:
-            return pd.DataFrame(columns=list(OFFSET_COLUMNS))
-        earliest = _retrying(
-            "reading beginning offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps}), deadline
-        )
-        latest = _retrying(
-            "reading end offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}), deadline
-        )
-    rows = []
-    for tp in tps:
-        meta = committed.get(tp)
-        offset = getattr(meta, "offset", -1) if meta is not None else -1
-        rows.append((tp.topic, tp.partition, earliest[tp].offset, latest[tp].offset, offset if offset >= 0 else None))
-    frame = pd.DataFrame(rows, columns=list(OFFSET_COLUMNS))
-    frame["committed_offset"] = frame["committed_offset"].astype("Int64")
-    return validate_offsets(frame, f"offsets of group {group}")
+        return _offsets_table(admin, group, tps, committed, deadline)
+
+
+def read_partition_offsets(
+    bootstrap_servers: str,
+    group: str,
+    partitions: Sequence[tuple[str, int]],
+    *,
+    client_options: Mapping[str, Any] | None = None,
+    timeout_ms: int = 15000,
+) -> pd.DataFrame:
+    """The offsets table of the given partitions; a group that never committed is fine here."""
+    from kafka.structs import TopicPartition
+
+    deadline = time.monotonic() + timeout_ms / 1000
+    tps = [TopicPartition(t, p) for t, p in sorted(partitions)]
+    with admin_client(bootstrap_servers, client_options, timeout_ms) as admin:
+        committed = _retrying(
+            f"reading the offsets of group {group}", lambda: admin.list_group_offsets({group: tps}), deadline
+        ).get(group, {})
+        return _offsets_table(admin, group, tps, committed, deadline)
 
 
 def snapshot_format(path: Path) -> str:

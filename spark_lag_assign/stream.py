@@ -93,6 +93,7 @@ from spark_lag_assign.errors import (
     KafkaReadError,
     NothingAssignedError,
     PlanError,
+    one_line as _one_line,
 )
 from spark_lag_assign.lag import check_reset, lag_columns
 
@@ -120,11 +121,6 @@ PLANNED_OPTIONS = frozenset(
         "endingtimestamp",
     }
 )
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if type(exc).__name__ not in text else text
 
 
 def _now() -> str:
@@ -232,32 +228,21 @@ def read_group_starting_offsets(
     timeout_ms: int = 15000,
 ) -> dict[str, dict[str, int]]:
     """``starting_offsets`` from the group's committed offsets, read live with kafka-python."""
-    from kafka.admin import OffsetSpec
-    from kafka.errors import KafkaError
-    from kafka.structs import TopicPartition as KafkaTP
+    from spark_lag_assign.offsets import read_partition_offsets
 
-    from spark_lag_assign.offsets import admin_client
-
-    tps = [KafkaTP(t, p) for t, p in partitions_of(assign)]
+    tps = partitions_of(assign)
     if not tps:
         return {}
-    with admin_client(bootstrap_servers, client_options, timeout_ms) as admin:
-        try:
-            found = admin.list_group_offsets({group: tps}).get(group, {})
-            first = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-            last = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
-        except KafkaError as exc:
-            raise KafkaReadError(f"reading the offsets of group {group}: {_one_line(exc)}") from None
-    committed: dict[TopicPartition, int | None] = {}
-    for tp in tps:
-        meta = found.get(tp)
-        offset = getattr(meta, "offset", -1) if meta is not None else -1
-        committed[(tp.topic, tp.partition)] = offset if offset is not None and offset >= 0 else None
+    table = read_partition_offsets(
+        bootstrap_servers, group, tps, client_options=client_options, timeout_ms=timeout_ms
+    )
+    keys = list(zip(table["topic"], table["partition"].astype(int)))
+    committed = dict(zip(keys, (None if pd.isna(c) else int(c) for c in table["committed_offset"])))
     return starting_offsets(
         assign,
         committed,
-        {(tp.topic, tp.partition): first[tp].offset for tp in tps},
-        {(tp.topic, tp.partition): last[tp].offset for tp in tps},
+        dict(zip(keys, table["beginning_offset"].astype(int))),
+        dict(zip(keys, table["end_offset"].astype(int))),
         reset,
     )
 
