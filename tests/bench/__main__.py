@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.bench import compare, drain, plots, report, scale
+from tests.bench import bench_sticky, compare, drain, plots, report, scale
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Mode:
     static_seeds: int
     churn_seeds: int
     large_churn_seeds: int  # churn on compare.LARGE (~10,000 partitions)
+    sticky_size: tuple[int, int, int] | None  # bench_sticky's group: topics, partitions per topic, consumers
     drain_seeds: int
     sizes: tuple[int, ...]
     consumers: tuple[int, ...]
@@ -40,8 +41,8 @@ class Mode:
     job_strategies: tuple[str, ...]
 
 
-FULL = Mode("full", 20, 6, 2, 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky",))
-QUICK = Mode("quick", 3, 1, 0, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",))
+FULL = Mode("full", 20, 6, 2, (100, 100, 100), 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky",))
+QUICK = Mode("quick", 3, 1, 0, None, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",))
 
 CHURN_SHAPES = ("skewed", "seed002", "mixed")
 DRAIN_SHAPES = ("skewed", "seed002", "mixed")
@@ -98,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     clock.done(f"churn ({mode.churn_seeds} seeds x {len(churn_shapes)} shapes"
                + (f", {mode.large_churn_seeds} x {compare.LARGE.name}" if mode.large_churn_seeds else "")
                + f"; {len(compare.STEPS)} states each)")
+    sticky_rows = bench_sticky.run(mode.sticky_size, repeat=3, peer=True) if mode.sticky_size else None
+    if sticky_rows is not None:
+        clock.done("sticky against kafka-python's sticky (bench_sticky)")
     drain_shapes = [compare.SHAPE[s] for s in DRAIN_SHAPES]
     drained = drain.run_drain(drain_shapes, compare.PLANNERS, range(mode.drain_seeds))
     curves = drain.curves(compare.SHAPE["skewed"], compare.PLANNERS, seed=0)
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "job.json").write_text(json.dumps(job, indent=1, default=str) + "\n")
 
     goals = report.targets(static, churn, grid, job, identical=[s.name for s in [*compare.SHAPES, compare.LARGE] if s.identical])
-    text = render(mode, clock, static, churn, drained, grid, job, goals, pngs)
+    text = render(mode, clock, static, churn, drained, grid, job, goals, pngs, sticky_rows)
     (out / "report.md").write_text(text)
     print(text)
     _log(f"wrote {out / 'report.md'} and {len(pngs)} PNGs in {clock.total:.0f} s")
@@ -153,6 +157,7 @@ def render(
     job: list[dict[str, object]] | None,
     goals: list[report.Target],
     pngs: dict[str, Path],
+    sticky_rows: list[dict[str, object]] | None = None,
 ) -> str:
     names = compare.NAMES
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -197,6 +202,14 @@ def render(
     for shape in dict.fromkeys(churn["shape"]):
         seeds = churn.loc[churn["shape"] == shape, "seed"].nunique()
         parts += [f"### {shape} ({seeds} seeds)", report.churn_table(churn, shape, names, compare.STEPS)]
+    if sticky_rows:
+        parts += [
+            "### sticky against kafka-python's sticky, end to end and core alone",
+            "`tests/bench/bench_sticky.py`: every consumer on every topic, lag 1 everywhere; the first assignment, "
+            "then one consumer joins. `ours (assign)` is `spark_lag_assign.assign` with validation and the invariant "
+            "check, `ours (core)` the algorithm alone; ours best of 3, kafka-python one run.",
+            report.sticky_table(sticky_rows),
+        ]
     parts += [
         f"![moves per churn step]({pngs['moves'].name})",
         f"## Time to drain ({mode.drain_seeds} seeds per shape)",

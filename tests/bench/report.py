@@ -135,6 +135,25 @@ def job_table(rows: list[dict[str, object]]) -> str:
     return text
 
 
+def sticky_table(rows: list[dict[str, object]]) -> str:
+    """``tests.bench.bench_sticky.run`` rows: first assignment and one join, ours end to end and core alone."""
+    head = ["size (topics x partitions x consumers)", "assignor", "first (s)", "join (s)", "join moves", "fewest",
+            "count spread first/join"]
+    keys = ["size", "assignor", "first s", "join s", "join moves", "fewest", "spread"]
+
+    def cell(r: dict[str, object], key: str) -> str:
+        value = r.get(key)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return ""
+        if isinstance(value, float):
+            # the "kafka-python / ours" row holds ratios, the others seconds
+            return f"{value:.0f}x" if "/" in str(r["assignor"]) else f"{value:.3f}"
+        return str(value)
+
+    out = [[cell(r, k) for k in keys] for r in rows]
+    return table(head, out)
+
+
 # -- targets -------------------------------------------------------------------------------------
 
 
@@ -239,5 +258,5 @@ def targets_table(items: Sequence[Target]) -> str:
     return table(["target", "measured", ""], [[t.what, t.measured, mark[t.holds]] for t in items])
 
 
-__all__ = ["Target", "churn_table", "drain_table", "job_table", "scale_table", "static_table", "table", "targets",
-           "targets_table"]
+__all__ = ["Target", "churn_table", "drain_table", "job_table", "scale_table", "static_table", "sticky_table", "table",
+           "targets", "targets_table"]
