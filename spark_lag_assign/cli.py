@@ -274,7 +274,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               f"{simulate.duration(d.lower_bound)}")
         print(simulate.consumer_table(d, args.limit))
         if d.never_drains:
-            print(f"never drain (producers append at least as fast as they read): {', '.join(d.never_drains[:10])}")
+            more = f" and {len(d.never_drains) - 10} more" if len(d.never_drains) > 10 else ""
+            print(f"never drain (producers append at least as fast as they read): {', '.join(d.never_drains[:10])}{more}")
     moved = None if previous is None else {n: metrics.moved(a, previous) for n, a in plans.items() if n != "current"}
     print("\n" + simulate.summary_table(drains, moved))
     return 0

@@ -350,7 +350,7 @@ def consumer_table(drain: Drain, limit: int = 10) -> str:
         )
     text = _grid(rows)
     if len(table) > limit:
-        text += f"\n... and {len(table) - limit} more consumers, all faster"
+        text += f"\n... and {len(table) - limit} more consumers, none slower"
     return text
 
 
