@@ -76,10 +76,9 @@ class Settings:
 
     def resolved_subscriptions(self, planned_topics: Sequence[str]) -> dict[str, list[str]]:
         """Subscriptions with the wildcard ``*`` expanded to the planned topics."""
-        return {
-            c: sorted(set(planned_topics)) if topics == ["*"] else sorted(set(topics))
-            for c, topics in self.subscriptions.items()
-        }
+        everything = sorted(set(planned_topics))
+        # one shared list for every "*" consumer: pickled once when Spark ships it to a worker
+        return {c: everything if topics == ["*"] else sorted(set(topics)) for c, topics in self.subscriptions.items()}
 
     def subscribed_topics(self) -> list[str]:
         return sorted({t for topics in self.subscriptions.values() for t in topics if t != "*"})

@@ -29,7 +29,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_lag_assign.assignors import TopicProblem, get_strategy, owners
+from spark_lag_assign.assignors import TopicProblem, get_strategy, owners, validate_subscriptions
 from spark_lag_assign.lag import lag_columns
 
 OFFSETS_SCHEMA = StructType(
@@ -171,7 +171,7 @@ def assign_partitions(
     null consumer, so that the plan can list them.
     """
     spec = get_strategy(strategy)
-    subs = {c: sorted(set(t)) for c, t in sorted(subscriptions.items())}
+    subs = validate_subscriptions(subscriptions)  # consumers with the same topics share one list
     options = dict(options or {})
 
     def transform(lags: DataFrame) -> DataFrame:

@@ -24,6 +24,8 @@ def local_conf(*, with_kafka: bool = True, master: str = "local[2]", shuffle_par
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # bigger Arrow batches: fewer round trips between the JVM and the pandas UDF workers
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
         "spark.driver.memory": "2g",
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
     }

@@ -32,8 +32,8 @@ from spark_lag_assign import config, job
 from spark_lag_assign.session import local_session
 spark = local_session("bench-job", with_kafka=False)
 started = time.perf_counter() - t0
-snapshot, subscriptions, output, strategy, split = sys.argv[1:6]
-settings = config.settings(offsets=snapshot, subscriptions=subscriptions, output=output, strategy=strategy)
+snapshot, consumers, output, strategy, split = sys.argv[1:6]
+settings = config.settings(offsets=snapshot, consumers=consumers, output=output, strategy=strategy)
 result = job.run(settings, spark, materialize=split == "split")
 phases = {"spark start": started, **result.timings.phases}
 print("RESULT " + json.dumps({"phases": phases, "total": time.perf_counter() - t0,
@@ -42,8 +42,8 @@ spark.stop()
 """
 
 
-def snapshot(topics: int, partitions: int, consumers: int, directory: Path, seed: int = 0) -> tuple[Path, Path]:
-    """A skewed backlog as an offsets snapshot (Parquet) and its subscriptions file (JSON)."""
+def snapshot(topics: int, partitions: int, consumers: int, directory: Path, seed: int = 0) -> tuple[Path, str]:
+    """A skewed backlog as an offsets snapshot (Parquet), and its consumers (each reads every topic)."""
     lags, subs = workloads.skewed(
         topics=topics, consumers=consumers, min_partitions=partitions, max_partitions=partitions, seed=seed
     )
@@ -60,9 +60,7 @@ def snapshot(topics: int, partitions: int, consumers: int, directory: Path, seed
     )
     snap = directory / f"offsets-{topics}x{partitions}.parquet"
     frame.to_parquet(snap, index=False)
-    subs_path = directory / f"subscriptions-{consumers}.json"
-    subs_path.write_text(json.dumps(subs))
-    return snap, subs_path
+    return snap, ",".join(sorted(subs))  # everyone reads every topic: --consumers, as users would
 
 
 def _tree_rss(pid: int) -> int:
@@ -87,13 +85,13 @@ def _tree_rss(pid: int) -> int:
     return total
 
 
-def run_once(snap: Path, subs: Path, strategy: str, workdir: Path, split: bool = True) -> dict[str, object]:
+def run_once(snap: Path, subs: str, strategy: str, workdir: Path, split: bool = True) -> dict[str, object]:
     """One job in a fresh process; ``split`` materializes the lag stage so that phases are timed
     apart (as ``--timings`` does), otherwise Spark runs lag and assignment as one job, as in production."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     out_dir = workdir / f"plan-{strategy}-{'split' if split else 'fused'}"
     proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(snap), str(subs), str(out_dir), strategy, "split" if split else "fused"],
+        [sys.executable, "-c", CHILD, str(snap), subs, str(out_dir), strategy, "split" if split else "fused"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
