@@ -18,6 +18,7 @@ PURE = [
     "spark_lag_assign.config",
     "spark_lag_assign.offsets",
     "spark_lag_assign.report",
+    "spark_lag_assign.simulate",
 ]
 
 
