@@ -228,8 +228,8 @@ class LocalKafka:
                 proc.wait()
             except ProcessLookupError:
                 pass
-        if self._own_workdir and os.environ.get("SLA_KEEP_BROKER_DIR") != "1":
-            # keep the log of a broker that failed to start: an error message points to it
+        if self._own_workdir:
+            # the log stays (an error message may point to it); the data of a temporary broker goes
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
 
     def __enter__(self) -> LocalKafka:

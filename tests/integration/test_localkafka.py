@@ -1,0 +1,65 @@
+"""The local broker tooling: it always stops, whatever ends the run."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_lag_assign.localkafka import LocalKafka
+
+pytestmark = pytest.mark.broker
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def gone(port: int, within: float = 30.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not listening(port):
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_a_failing_block_still_stops_the_broker(tmp_path: Path) -> None:
+    broker = LocalKafka(tmp_path)
+    with pytest.raises(RuntimeError, match="test body failed"):
+        with broker:
+            assert listening(broker.port)
+            raise RuntimeError("test body failed")
+    assert gone(broker.port)
+    log = broker.log_path.read_text()
+    # it was a real KRaft broker, stopped in order (SIGTERM), and its log stays for a failing test to point to
+    assert "Kafka Server started" in log and "[BrokerServer id=1] shutting down" in log
+
+
+SCRIPT = """
+import sys, time
+from spark_lag_assign.localkafka import LocalKafka
+broker = LocalKafka(sys.argv[1]).start()
+print(broker.port, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["killed", "interrupted"])
+def test_the_broker_dies_with_the_process_that_started_it(tmp_path: Path, sig: signal.Signals) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())  # type: ignore[union-attr]
+        assert listening(port)
+        proc.send_signal(sig)  # SIGKILL runs no Python cleanup: only the parent-death signal stops it
+        proc.wait(timeout=30)
+        assert gone(port), "the broker outlived the process that started it"
+    finally:
+        proc.kill()
