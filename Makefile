@@ -9,7 +9,7 @@ MVN    ?= mvn
 JVM    := .jvm
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo test test-unit test-spark test-broker bench bench-quick broker clean
+.PHONY: help setup venv jvm demo test test-unit bench bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -49,5 +49,11 @@ bench-quick: setup ## a fast subset of the benchmarks, for development
 broker: setup ## keep a local broker running until Ctrl-C
 	$(PY) -m spark_lag_assign.localkafka
 
+dist: venv ## dist/spark_lag_assign.zip, for spark-submit --py-files on a cluster
+	@mkdir -p dist
+	rm -f dist/spark_lag_assign.zip
+	$(PY) -c "import pathlib, zipfile; z = zipfile.ZipFile('dist/spark_lag_assign.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path('spark_lag_assign').rglob('*')) if p.suffix in ('.py', '.typed')]; z.close()"
+	@echo "dist/spark_lag_assign.zip: pass it with --py-files; executors need pandas and pyarrow, the driver kafka-python too"
+
 clean: ## remove outputs (keeps .venv and .jvm)
-	rm -rf out spark-warehouse metastore_db derby.log .pytest_cache
+	rm -rf out dist spark-warehouse metastore_db derby.log .pytest_cache
