@@ -1,6 +1,6 @@
 """spark-submit entry point of the planner: ``spark-lag-assign plan`` on the submitted session.
 
-    spark-submit --master yarn --py-files spark_lag_assign.zip jobs/plan_assignments.py \
+    spark-submit --master yarn --py-files dist/spark_lag_assign.zip jobs/plan_assignments.py \
         --config conf/cluster.example.toml
 
 Takes exactly the options of ``spark-lag-assign plan`` (see ``--help``); the Spark master
