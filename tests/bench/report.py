@@ -34,6 +34,11 @@ def _pair(values: pd.Series, digits: int = 0) -> str:
     return f"{_num(float(values.median()), digits)} / {_num(float(values.max()), digits)}"
 
 
+def _skipped(runs: pd.DataFrame) -> bool:
+    """Every run of this planner was skipped (kafka-python's round robin on differing subscriptions)."""
+    return "skipped" in runs and bool(runs["skipped"].notna().all())
+
+
 # -- quality from scratch ---------------------------------------------------------------------
 
 
@@ -42,7 +47,7 @@ def static_table(static: pd.DataFrame, shape: str, names: Sequence[str]) -> str:
     rows = []
     for name in names:
         g = here[here["planner"] == name]
-        if "skipped" in g and g["skipped"].notna().all():
+        if _skipped(g):
             rows.append([name, f"not run: {g['skipped'].iloc[0]}", "", "", "", ""])
             continue
         rows.append([
@@ -89,7 +94,7 @@ def drain_table(drain: pd.DataFrame, shape: str, names: Sequence[str]) -> str:
     rows = []
     for name in names:
         g = here[here["planner"] == name]
-        if "skipped" in g and g["skipped"].notna().all():
+        if _skipped(g):
             rows.append([name, f"not run: {g['skipped'].iloc[0]}", "", "", "", ""])
             continue
         cells = [name]
