@@ -135,6 +135,8 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
         rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings, materialize)
         with timings.phase("check"):
             assigned = rows[rows["consumer"].notna()]
+            # the guard of the write: per-topic stages are checked nowhere else, and whatever a
+            # stage returned crossed Arrow and Spark's shuffle before it got here
             check_assignment(assigned, rows, subscriptions)
             quality = metrics.quality(assigned, subscriptions, previous)
             out_of_range = _out_of_range(offsets)
