@@ -227,14 +227,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         snapshot = later  # the backlog to drain is the newest one
     lags = compute_lag(snapshot, args.reset).loc[:, ["topic", "partition", "lag"]]
     topics = sorted(lags["topic"].unique())
-    if args.subscriptions:
-        subs = {c: topics if ts == ["*"] else ts for c, ts in config.read_subscriptions_file(args.subscriptions).items()}
-    else:
-        consumers = [c.strip() for c in args.consumers.split(",") if c.strip()]
-        if not consumers:
-            raise ConfigError("--consumers names no consumer")
-        plan_io.check_consumer_ids(consumers)
-        subs = {c: topics for c in consumers}
+    subs = config.expand_wildcards(config.subscriptions_from(args.consumers, args.subscriptions), topics)
 
     plans: dict[str, Any] = {}
     members: dict[str, list[str]] = {}

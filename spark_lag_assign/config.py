@@ -76,9 +76,7 @@ class Settings:
 
     def resolved_subscriptions(self, planned_topics: Sequence[str]) -> dict[str, list[str]]:
         """Subscriptions with the wildcard ``*`` expanded to the planned topics."""
-        everything = sorted(set(planned_topics))
-        # one shared list for every "*" consumer: pickled once when Spark ships it to a worker
-        return {c: everything if topics == ["*"] else sorted(set(topics)) for c, topics in self.subscriptions.items()}
+        return expand_wildcards(self.subscriptions, planned_topics)
 
     def subscribed_topics(self) -> list[str]:
         return sorted({t for topics in self.subscriptions.values() for t in topics if t != "*"})
@@ -134,6 +132,32 @@ def _subscriptions(doc: Any, where: str) -> dict[str, list[str]]:
     return out
 
 
+def subscriptions_from(consumers: str | Sequence[str] | None, subscriptions: Any) -> dict[str, list[str]]:
+    """consumer -> topics from either a consumer list (each reads ``*``, every planned topic) or
+    subscriptions (a JSON file's path, or a mapping); exactly one of the two."""
+    if consumers is not None and subscriptions is not None:
+        raise ConfigError("give consumers or subscriptions, not both")
+    if subscriptions is not None:
+        if isinstance(subscriptions, (str, Path)):
+            return read_subscriptions_file(subscriptions)
+        return _subscriptions(subscriptions, "subscriptions")
+    if consumers is None:
+        raise ConfigError("no consumers: give consumers (a list) or subscriptions")
+    if isinstance(consumers, str):
+        consumers = [c.strip() for c in consumers.split(",") if c.strip()]
+    if not consumers:
+        raise InputError("no consumers: give at least one consumer id")
+    check_consumer_ids(list(consumers))
+    return {c: ["*"] for c in consumers}
+
+
+def expand_wildcards(subscriptions: Mapping[str, Sequence[str]], topics: Sequence[str]) -> dict[str, list[str]]:
+    """Subscriptions with ``["*"]`` replaced by every topic of ``topics``."""
+    everything = sorted(set(topics))
+    # one shared list for every "*" consumer: pickled once when Spark ships it to a worker
+    return {c: everything if list(ts) == ["*"] else sorted(set(ts)) for c, ts in subscriptions.items()}
+
+
 def _env_secrets(client_env: Mapping[str, Any]) -> dict[str, str]:
     out = {}
     for option, variable in sorted(client_env.items()):
@@ -165,23 +189,7 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
     if not merged.get("output"):
         raise ConfigError("no output directory (plan.output or --output)")
 
-    consumers = merged.get("consumers")
-    subscriptions = merged.get("subscriptions")
-    if consumers is not None and subscriptions is not None:
-        raise ConfigError("give consumers or subscriptions, not both")
-    if subscriptions is not None:
-        subs = read_subscriptions_file(subscriptions) if isinstance(subscriptions, (str, Path)) else _subscriptions(
-            subscriptions, "subscriptions"
-        )
-    elif consumers is not None:
-        if isinstance(consumers, str):
-            consumers = [c.strip() for c in consumers.split(",") if c.strip()]
-        if not consumers:
-            raise InputError("no consumers: give at least one consumer id")
-        check_consumer_ids(list(consumers))
-        subs = {c: ["*"] for c in consumers}
-    else:
-        raise ConfigError("no consumers: give consumers (a list) or subscriptions")
+    subs = subscriptions_from(merged.get("consumers"), merged.get("subscriptions"))
 
     strategy = str(merged.get("strategy") or DEFAULT_STRATEGY)
     spec = get_strategy(strategy)
@@ -219,4 +227,12 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
     )
 
 
-__all__ = ["Settings", "load_file", "read_subscriptions_file", "replace", "settings"]
+__all__ = [
+    "Settings",
+    "expand_wildcards",
+    "load_file",
+    "read_subscriptions_file",
+    "replace",
+    "settings",
+    "subscriptions_from",
+]

@@ -4,7 +4,7 @@ to stdout. Numbers are printed, never asserted: the targets section says which h
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
