@@ -82,6 +82,8 @@ class LocalKafka:
         self.sasl_users = dict(sasl_users or {})
         self.sasl_port = free_port() if self.sasl_users else None
         self._proc: subprocess.Popen[bytes] | None = None
+        #: how the last stop ended the broker: "SIGTERM" (an orderly shutdown) or "SIGKILL" (it hung)
+        self.stopped_by: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -223,9 +225,11 @@ class LocalKafka:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait(timeout=20)
+                self.stopped_by = "SIGTERM"
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+                self.stopped_by = "SIGKILL"
             except ProcessLookupError:
                 pass
         if self._own_workdir:

@@ -38,9 +38,13 @@ def test_a_failing_block_still_stops_the_broker(tmp_path: Path) -> None:
             assert listening(broker.port)
             raise RuntimeError("test body failed")
     assert gone(broker.port)
+    assert broker.stopped_by == "SIGTERM", "the broker needed SIGKILL: it did not shut down in order"
+    # it was a real KRaft broker that saw the SIGTERM, and its log stays for a failing test to point to.
+    # (Lines logged during the JVM's shutdown are not asserted: log4j may lose them when its own
+    # shutdown hook races the broker's, which happens on a loaded machine.)
     log = broker.log_path.read_text()
-    # it was a real KRaft broker, stopped in order (SIGTERM), and its log stays for a failing test to point to
-    assert "Kafka Server started" in log and "[BrokerServer id=1] shutting down" in log
+    assert "Kafka Server started" in log
+    assert "Terminating process due to signal SIGTERM" in log
 
 
 SCRIPT = """
