@@ -443,3 +443,77 @@ def test_a_failed_commit_is_logged_and_caught_up_by_the_next_batch(
     assert summary.reason == "stopped" and summary.commit_failures == 1
     assert [e.kind for e in summary.events].count("start") == 1
     assert any("retrying with the next batch" in r.getMessage() and "injected" in r.getMessage() for r in caplog.records)
+
+
+def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand_over(
+    kafka: LocalKafka, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, trickle: tuple[str, str, Producer]  # type: ignore[no-untyped-def]
+) -> None:
+    """Releasing a partition whose last batch is not committed would start the new owner behind
+    what was read and written: the old owner keeps its claim, the new one waits and says who it
+    waits for, and once the old owner commits and lets go the new one starts where it stopped."""
+    topic, group, producer = trickle
+    bootstrap = kafka.bootstrap_servers
+    plan_dir = tmp_path / "plan"
+
+    def replan(consumers: str) -> plan_io.Plan:
+        settings = config.settings(
+            bootstrap_servers=bootstrap, group=group, topics=topic, consumers=consumers,
+            strategy="range", reset="earliest", output=str(plan_dir),
+        )  # fmt: skip
+        return job.run(settings, spark).plan
+
+    replan("A")
+    real = KafkaGroupCommit(bootstrap)
+    broker_away = threading.Event()
+
+    def commit_unless_away(group_id: str, offsets: Any, metadata: str) -> None:
+        if broker_away.is_set():
+            raise KafkaCommitError(f"committing offsets for group {group_id} failed: KafkaConnectionError: injected")
+        real(group_id, offsets, metadata)
+
+    caplog.set_level(logging.WARNING, logger="spark_lag_assign.stream")
+    running: list[Running] = []
+    first = Running(follower(spark, plan_dir, "A", tmp_path, bootstrap, commit=commit_unless_away, commit_timeout=2.0))
+    try:
+        wait_until(lambda: first.started(1), 120, "A reads generation 1")
+        mark = dict(producer.sent)
+        wait_until(lambda: caught_up(bootstrap, group, topic, mark), 120, "A commits what it reads")
+        broker_away.set()
+        assert replan("A,B")["consumers"]["B"]["assign"] == {topic: [1]}
+        first.thread.join(120)
+        assert isinstance(first.error, KafkaCommitError) and "did not succeed within 2s" in str(first.error)
+        # A read further than the group holds, so it keeps claiming both partitions under generation 1
+        claim = read_claims(plan_dir / "handover")["A"]
+        assert isinstance(claim, Claim) and (claim.generation, claim.assign) == (1, {topic: [0, 1]})
+        assert claim.state != "released"
+        assert any("A keeps its claim" in r.getMessage() for r in caplog.records)
+        with pytest.raises(HandoverTimeoutError, match=rf"B waited 3s .* A holds {topic}-1 under generation 1"):
+            follower(spark, plan_dir, "B", tmp_path, bootstrap, handover_timeout=3.0).run()
+        assert not (tmp_path / "sink" / "B").exists()
+
+        # the broker is back: A, restarted, follows generation 2 and gives partition 1 up; B starts
+        broker_away.clear()
+        held = group_offsets(bootstrap, group, topic)["committed_offset"]
+        again = Running(follower(spark, plan_dir, "A", tmp_path, bootstrap, commit=commit_unless_away))
+        newcomer = Running(follower(spark, plan_dir, "B", tmp_path, bootstrap))
+        running += [again, newcomer]
+        wait_until(lambda: again.started(2) and newcomer.started(2), 180, "A and B read generation 2")
+        started = next(e for e in newcomer.follower.events if e.kind == "start")
+        assert json.loads(started.detail) == {topic: {"1": int(held[1])}}  # where the group's commit stood
+        mark = dict(producer.sent)
+        wait_until(lambda: caught_up(bootstrap, group, topic, mark), 120, "A and B commit past the handover")
+        producer.halt.set()
+        producer.join(60)
+        wait_until(lambda: caught_up(bootstrap, group, topic), 120, "the group's commits reach the end offsets")
+    finally:
+        producer.halt.set()
+        producer.join(60)
+        if first.thread.is_alive():  # the test failed before A gave up: do not leave its query running
+            broker_away.clear()
+            first.finish()
+        summaries = [r.finish() for r in running]
+        real.close()
+    assert [s.reason for s in summaries] == ["stopped", "stopped"]
+    records = read_sinks(spark, tmp_path)
+    assert producer.produced() - set(records["value"]) == set()  # the failed handover lost nothing
+    assert set(records[records["consumer"] == "B"]["partition"]) == {1}
