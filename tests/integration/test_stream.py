@@ -7,6 +7,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -362,6 +364,33 @@ def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
     claims = read_claims(plan_dir / "handover")
     assert isinstance(claims["B"], Claim) and (claims["B"].generation, claims["B"].assign) == (2, {})  # it read nothing, so it holds nothing
     assert not (tmp_path / "sink" / "B").exists()
+
+
+
+def test_the_example_pipeline_runs_locally_reads_the_backlog_and_commits_it(
+    kafka: LocalKafka, fixed: str, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    """``jobs/example_pipeline.py --local --available-now`` in its own process, as a user runs it."""
+    plan_dir, out = tmp_path / "plan", tmp_path / "out"
+    hand_plan(plan_dir, 1, {"A": {fixed: [0, 2]}, "B": {fixed: [1]}}, {}, group="example-local")
+    cmd = [
+        sys.executable, str(REPO / "jobs" / "example_pipeline.py"), "--local", "--available-now",
+        "--plan", str(plan_dir), "--consumers", "A,B", "--bootstrap-servers", kafka.bootstrap_servers,
+        "--output", str(out / "sink"), "--checkpoints", str(out / "chk"), "--poll-interval", "1",
+    ]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("A:", "B:"))]
+    assert lines == [
+        f"A: 40 records ({fixed}p0 30, {fixed}p2 10); generation(s) 1; committed {fixed}p0@30, {fixed}p2@10; ended: drained",
+        f"B: 20 records ({fixed}p1 20); generation(s) 1; committed {fixed}p1@20; ended: drained",
+    ], done.stdout
+    committed = group_offsets(kafka.bootstrap_servers, "example-local", fixed)["committed_offset"]
+    assert [int(committed[p]) for p in range(3)] == [30, 20, 10]
+    # bad input: one line, exit status 1
+    bad = subprocess.run([*cmd[:6], "--consumers", "Z", *cmd[8:]], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1].startswith("error: Z: consumer 'Z' is not in generation 1"), bad.stderr[-2000:]
 
 
 # -- faults while running -----------------------------------------------------------------------
