@@ -37,27 +37,20 @@ def check_assignment(
         raise InvariantError(f"assignment lacks column(s) {', '.join(missing)}")
     if index is None:
         index = SubscriptionIndex(subscriptions, np.concatenate([lags["topic"].unique(), assignment["topic"].unique()]))
-    consumers = index.consumer_codes(assignment["consumer"])
-    if (consumers < 0).any():
-        unknown = sorted({str(c) for c in assignment["consumer"][consumers < 0]})
-        raise InvariantError(f"assignment names unknown consumer(s) {', '.join(unknown[:5])}")
     topics = index.topic_codes(assignment["topic"])
     partitions = assignment["partition"].to_numpy(dtype=np.int64)
-    bad = ~index.permitted(consumers, topics)
-    if bad.any():
-        i = int(np.argmax(bad))
-        r = assignment.iloc[i]
-        raise InvariantError(f"{r.topic}-{r.partition} is assigned to {r.consumer}, which does not subscribe to {r.topic}")
+    _check_owners(assignment["consumer"].to_numpy(dtype=object), topics, partitions, index, assignment["topic"].to_numpy())
 
-    expected_rows = lags[np.isin(index.topic_codes(lags["topic"]), index.subscribed_topics())]
-    width = int(max(partitions.max(initial=0), expected_rows["partition"].max() if len(expected_rows) else 0)) + 1
+    expected_topics = index.topic_codes(lags["topic"])
+    expected_partitions = lags["partition"].to_numpy(dtype=np.int64)
+    wanted = np.isin(expected_topics, index.subscribed_topics())
+    expected_topics, expected_partitions = expected_topics[wanted], expected_partitions[wanted]
+    width = int(max(partitions.max(initial=0), expected_partitions.max(initial=0))) + 1
     got = np.sort(partition_keys(topics, partitions, width))
     twice = got[1:][got[1:] == got[:-1]]
     if len(twice):
         raise InvariantError(f"partition {_name(index, twice[0], width)} is assigned more than once")
-    expected = np.sort(
-        partition_keys(index.topic_codes(expected_rows["topic"]), expected_rows["partition"].to_numpy(), width)
-    )
+    expected = np.sort(partition_keys(expected_topics, expected_partitions, width))
     if len(expected) == len(got) and np.array_equal(expected, got):
         return
     lost = np.setdiff1d(expected, got, assume_unique=True)
@@ -67,3 +60,35 @@ def check_assignment(
     raise InvariantError(
         f"{len(extra)} assigned partition(s) do not exist or are not subscribed, e.g. {_name(index, extra[0], width)}"
     )
+
+
+def check_owners(
+    owners: np.ndarray, topic_codes: np.ndarray, partitions: np.ndarray, index: SubscriptionIndex
+) -> np.ndarray:
+    """The same check for a plan given as one owner per row, where the rows are every subscribed
+    partition once (as ``assign`` builds them): returns the owners' consumer codes."""
+    if len(owners) != len(topic_codes):
+        raise InvariantError(f"{len(owners)} owners for {len(topic_codes)} partitions")
+    return _check_owners(owners, topic_codes, partitions, index)
+
+
+def _check_owners(
+    owners: np.ndarray,
+    topic_codes: np.ndarray,
+    partitions: np.ndarray,
+    index: SubscriptionIndex,
+    topic_names: np.ndarray | None = None,
+) -> np.ndarray:
+    """Every row's owner is a consumer of the group that subscribes to the row's topic."""
+    consumers = index.consumer_codes(owners)
+    if (consumers < 0).any():
+        unknown = sorted({str(c) for c in owners[consumers < 0]})
+        raise InvariantError(f"assignment names unknown consumer(s) {', '.join(unknown[:5])}")
+    bad = ~index.permitted(consumers, topic_codes)
+    if bad.any():
+        i = int(np.argmax(bad))
+        topic = topic_names[i] if topic_names is not None else index.topics[topic_codes[i]]
+        raise InvariantError(
+            f"{topic}-{partitions[i]} is assigned to {owners[i]}, which does not subscribe to {topic}"
+        )
+    return consumers

@@ -8,6 +8,7 @@ returns one row per assigned partition. Nothing here imports Spark or talks to K
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import pandas as pd
 from spark_lag_assign.assignors import lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
 from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.errors import InputError, StrategyError
-from spark_lag_assign.invariants import check_assignment
+from spark_lag_assign.invariants import check_owners
 from spark_lag_assign.subscriptions import SubscriptionIndex, partition_keys
 
 #: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
@@ -35,40 +36,64 @@ def get_strategy(name: str) -> Strategy:
         raise StrategyError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}") from None
 
 
-def validate_lags(lags: pd.DataFrame, keep_positions: bool = False) -> pd.DataFrame:
-    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise.
+def _integer_column(lags: pd.DataFrame, col: str, topics: np.ndarray, partitions: np.ndarray | None) -> np.ndarray:
+    """One of the integer columns of ``lags`` as int64, or an InputError naming the first bad row."""
 
-    With ``keep_positions`` a ``_position`` column gives each row's position in ``lags``.
-    """
+    def where(i: int) -> str:
+        part = lags["partition"].iloc[i] if partitions is None else partitions[i]
+        return f"{topics[i]}-{part}"
+
+    series = lags[col]
+    values = series.to_numpy()
+    if values.dtype.kind in "iu":  # plain numpy integers: nothing missing, nothing fractional
+        out = values.astype(np.int64, copy=False)
+    else:
+        missing = series.isna().to_numpy()
+        if missing.any():
+            raise InputError(f"lags: missing {col} for {where(int(np.argmax(missing)))}")
+        numbers = pd.to_numeric(series, errors="coerce")
+        if numbers.isna().any() or (numbers != np.floor(numbers)).any():
+            raise InputError(f"lags: column {col} must hold integers")
+        out = numbers.to_numpy().astype(np.int64)
+    negative = out < 0
+    if negative.any():
+        i = int(np.argmax(negative))
+        raise InputError(f"lags: negative {col} {out[i]} for {where(i)}")
+    return out
+
+
+def _lag_arrays(lags: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(topic, partition, lag, order): the validated columns in the row order of ``lags``, and
+    the row order that sorts them by (topic, partition). Clear errors for bad input."""
     if not isinstance(lags, pd.DataFrame):
         raise InputError(f"lags must be a pandas DataFrame, not {type(lags).__name__}")
     missing = [c for c in ("topic", "partition", "lag") if c not in lags.columns]
     if missing:
         raise InputError(f"lags: missing column(s) {', '.join(missing)}")
-    out = lags.loc[:, ["topic", "partition", "lag"]]
-    if not all(isinstance(t, str) and t for t in pd.unique(out["topic"])):
+    topics = lags["topic"].to_numpy(dtype=object)
+    codes, names = pd.factorize(topics, sort=True, use_na_sentinel=True)
+    if (codes < 0).any() or not all(isinstance(t, str) and t for t in names):
         raise InputError("lags: column topic must hold non-empty strings")
-    for col in ("partition", "lag"):
-        if out[col].isna().any():
-            r = out[out[col].isna()].iloc[0]
-            raise InputError(f"lags: missing {col} for {r.topic}-{r.partition}")
-        if not pd.api.types.is_integer_dtype(out[col]):
-            values = pd.to_numeric(out[col], errors="coerce")
-            if values.isna().any() or (values != np.floor(values)).any():
-                raise InputError(f"lags: column {col} must hold integers")
-        if (out[col] < 0).any():
-            r = out[out[col] < 0].iloc[0]
-            raise InputError(f"lags: negative {col} {r[col]} for {r.topic}-{r.partition}")
-    out = out.astype({"partition": np.int64, "lag": np.int64})
-    if keep_positions:
-        out["_position"] = np.arange(len(out))
-    out = out.sort_values(["topic", "partition"], kind="stable").reset_index(drop=True)
-    dup = (out["topic"].to_numpy()[1:] == out["topic"].to_numpy()[:-1]) & (
-        out["partition"].to_numpy()[1:] == out["partition"].to_numpy()[:-1]
-    )
+    partitions = _integer_column(lags, "partition", topics, None)
+    lag = _integer_column(lags, "lag", topics, partitions)
+    order = np.lexsort((partitions, codes))
+    key_t, key_p = codes[order], partitions[order]
+    dup = (key_t[1:] == key_t[:-1]) & (key_p[1:] == key_p[:-1])
     if dup.any():
-        r = out.iloc[int(np.argmax(dup)) + 1]
-        raise InputError(f"lags: partition {r.topic}-{r.partition} appears more than once")
+        i = int(order[int(np.argmax(dup)) + 1])
+        raise InputError(f"lags: partition {topics[i]}-{partitions[i]} appears more than once")
+    return topics, partitions, lag, order
+
+
+def validate_lags(lags: pd.DataFrame, keep_positions: bool = False) -> pd.DataFrame:
+    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise.
+
+    With ``keep_positions`` a ``_position`` column gives each row's position in ``lags``.
+    """
+    topics, partitions, lag, order = _lag_arrays(lags)
+    out = pd.DataFrame({"topic": topics[order], "partition": partitions[order], "lag": lag[order]})
+    if keep_positions:
+        out["_position"] = order
     return out
 
 
@@ -98,28 +123,30 @@ def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[s
 
 def previous_owners(
     previous: pd.DataFrame | None,
-    rows: pd.DataFrame,
-    subscriptions: Mapping[str, Sequence[str]],
-    index: SubscriptionIndex | None = None,
+    row_topics: np.ndarray,
+    row_partitions: np.ndarray,
+    index: SubscriptionIndex,
 ) -> list[str | None]:
-    """The previous owner of each row, where it is still a subscriber of the row's topic.
+    """The previous owner of each row (topic codes of ``index``, partitions), where it is still
+    a subscriber of the row's topic.
 
     Consumers and partitions of the previous plan that no longer exist are ignored; a
     partition listed under two consumers keeps the smaller consumer id.
     """
     if previous is None or len(previous) == 0:
-        return [None] * len(rows)
+        return [None] * len(row_topics)
     missing = [c for c in ("consumer", "topic", "partition") if c not in previous.columns]
     if missing:
         raise InputError(f"previous plan: missing column(s) {', '.join(missing)}")
-    prev = previous.loc[:, ["consumer", "topic", "partition"]].dropna()
-    index = index or SubscriptionIndex(subscriptions, rows["topic"].unique())
-    consumers = index.consumer_codes(prev["consumer"])
-    topics = index.topic_codes(prev["topic"])
-    partitions = pd.to_numeric(prev["partition"], errors="coerce").to_numpy()
+    consumers = index.consumer_codes(previous["consumer"].to_numpy(dtype=object))
+    topics = index.topic_codes(previous["topic"].to_numpy(dtype=object))
+    column = previous["partition"]
+    if column.dtype.kind in "iu":
+        partitions = column.to_numpy()
+    else:  # missing or unreadable partitions are ignored with the rest of a stale plan
+        partitions = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    # a missing consumer or topic has code -1, which permitted() rejects
     keep = index.permitted(consumers, topics) & np.isfinite(partitions) & (partitions >= 0)
-    row_topics = index.topic_codes(rows["topic"])
-    row_partitions = rows["partition"].to_numpy(dtype=np.int64)
     width = int(max(row_partitions.max(initial=0), partitions[keep].max(initial=0))) + 1
     keys = partition_keys(topics[keep], partitions[keep].astype(np.int64), width)
     owners = consumers[keep]
@@ -133,7 +160,7 @@ def previous_owners(
     found = at < len(keys)
     found[found] = keys[at[found]] == wanted[found]
     names = np.asarray(index.consumers, dtype=object)
-    result = np.full(len(rows), None, dtype=object)
+    result = np.full(len(row_topics), None, dtype=object)
     result[found] = names[owners[at[found]]]
     return result.tolist()
 
@@ -143,6 +170,57 @@ def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -
     lags = validate_lags(lags)
     subscribed = {t for topics in subscriptions.values() for t in topics}
     return lags[~lags["topic"].isin(subscribed)].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A checked plan over the subscribed rows of ``lags``: their positions in ``lags``, sorted
+    by (topic, partition), their owners, and the codes ``index`` gives them."""
+
+    positions: np.ndarray
+    owners: np.ndarray  # object (consumer ids)
+    owner_codes: np.ndarray
+    topic_codes: np.ndarray
+    partitions: np.ndarray
+    lags: np.ndarray
+    index: SubscriptionIndex
+
+
+def _plan(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str,
+    previous: pd.DataFrame | None,
+    seed: int,
+    options: Mapping[str, Any],
+) -> _Planned:
+    spec = get_strategy(strategy)
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise StrategyError(
+            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
+            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
+        )
+    subs = validate_subscriptions(subscriptions)
+    topics, partitions, lag, order = _lag_arrays(lags)
+    index = SubscriptionIndex(subs, pd.unique(topics))
+    sorted_codes = index.topic_codes(topics[order])
+    subscribed = index.allowed.any(axis=0)[sorted_codes]
+    positions = order[subscribed]
+    topic_codes = sorted_codes[subscribed]
+    problem = GroupProblem(
+        topics=topics[positions],
+        partitions=partitions[positions],
+        lags=lag[positions],
+        subscriptions=subs,
+        consumers=list(subs),
+        previous=previous_owners(previous, topic_codes, partitions[positions], index),
+        seed=int(seed),
+        options=dict(options),
+    )
+    planned = np.asarray(run(spec, problem), dtype=object)
+    owner_codes = check_owners(planned, topic_codes, problem.partitions, index)
+    return _Planned(positions, planned, owner_codes, topic_codes, problem.partitions, problem.lags, index)
 
 
 def owners(
@@ -158,33 +236,9 @@ def owners(
     Validates the input, runs the strategy and checks the invariants; ``assign`` and the
     Spark job's global stage both stand on it.
     """
-    spec = get_strategy(strategy)
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise StrategyError(
-            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
-            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
-        )
-    subs = validate_subscriptions(subscriptions)
-    ordered = validate_lags(lags, keep_positions=True)
-    index = SubscriptionIndex(subs, ordered["topic"].unique())
-    rows = ordered[np.isin(index.topic_codes(ordered["topic"]), index.subscribed_topics())]
-    positions = rows["_position"].to_numpy()
-    rows = rows.drop(columns="_position").reset_index(drop=True)
-    problem = GroupProblem(
-        topics=rows["topic"].to_numpy(dtype=object),
-        partitions=rows["partition"].to_numpy(dtype=np.int64),
-        lags=rows["lag"].to_numpy(dtype=np.int64),
-        subscriptions=subs,
-        consumers=list(subs),
-        previous=previous_owners(previous, rows, subs, index),
-        seed=int(seed),
-        options=dict(options),
-    )
-    planned = np.asarray(run(spec, problem), dtype=object)
-    check_assignment(rows.assign(consumer=planned), rows, subs, index)
+    planned = _plan(lags, subscriptions, strategy, previous, seed, options)
     out = np.full(len(lags), None, dtype=object)
-    out[positions] = planned
+    out[planned.positions] = planned.owners
     return out
 
 
@@ -204,17 +258,17 @@ def assign(
     sorted by (consumer, topic, partition). Partitions of topics nobody subscribes to are
     left out (see ``unassigned``).
     """
-    planned = owners(lags, subscriptions, strategy, previous, seed, **options)
-    taken = planned != None  # noqa: E711 - elementwise on an object array
-    out = pd.DataFrame(
+    planned = _plan(lags, subscriptions, strategy, previous, seed, options)
+    # codes follow the sorted ids and names, so this is the order of (consumer, topic, partition)
+    order = np.lexsort((planned.partitions, planned.topic_codes, planned.owner_codes))
+    return pd.DataFrame(
         {
-            "consumer": planned[taken],
-            "topic": lags["topic"].to_numpy(dtype=object)[taken],
-            "partition": lags["partition"].to_numpy()[taken].astype(np.int64),
-            "lag": lags["lag"].to_numpy()[taken].astype(np.int64),
+            "consumer": planned.owners[order],
+            "topic": np.asarray(planned.index.topics, dtype=object)[planned.topic_codes[order]],
+            "partition": planned.partitions[order],
+            "lag": planned.lags[order],
         }
     )
-    return out.sort_values(["consumer", "topic", "partition"], kind="stable").reset_index(drop=True)
 
 
 def run(spec: Strategy, problem: GroupProblem) -> list[str]:
