@@ -166,6 +166,15 @@ def read_sinks(spark: Any, root: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def plan_range(spark: Any, bootstrap: str, group: str, topic: str, consumers: str, plan_dir: Path) -> plan_io.Plan:
+    """Run the planning job live with ``range`` (easy to predict) and write the next generation."""
+    settings = config.settings(
+        bootstrap_servers=bootstrap, group=group, topics=topic, consumers=consumers,
+        strategy="range", reset="earliest", output=str(plan_dir),
+    )  # fmt: skip
+    return job.run(settings, spark).plan
+
+
 def owners(plan: plan_io.Plan) -> dict[tuple[str, int], str]:
     return {(t, p): c for c, entry in plan["consumers"].items() for t, ps in entry["assign"].items() for p in ps}
 
@@ -191,11 +200,7 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
     plan_dir = tmp_path / "plan"
 
     def replan(consumers: str) -> plan_io.Plan:
-        settings = config.settings(
-            bootstrap_servers=bootstrap, group=GROUP, topics=events, consumers=consumers,
-            strategy="range", reset="earliest", output=str(plan_dir),
-        )  # fmt: skip
-        return job.run(settings, spark).plan
+        return plan_range(spark, bootstrap, GROUP, events, consumers, plan_dir)
 
     plans = {1: replan("C0,C1")}
     assert {c: e["assign"] for c, e in plans[1]["consumers"].items()} == {"C0": {events: [0, 1, 2]}, "C1": {events: [3, 4, 5]}}
@@ -415,7 +420,7 @@ def test_an_unreadable_or_missing_plan_while_running_keeps_the_last_good_one(
 ) -> None:
     topic, group, producer = trickle
     plan_dir = tmp_path / "plan"
-    job.run(config.settings(bootstrap_servers=kafka.bootstrap_servers, group=group, topics=topic, consumers="A", strategy="range", reset="earliest", output=str(plan_dir)), spark)
+    plan_range(spark, kafka.bootstrap_servers, group, topic, "A", plan_dir)
     plan_file = plan_dir / "generations" / "000001" / "plan.json"
     good = plan_file.read_text()
     caplog.set_level(logging.INFO, logger="spark_lag_assign.stream")
@@ -446,7 +451,7 @@ def test_a_failed_commit_is_logged_and_caught_up_by_the_next_batch(
 ) -> None:
     topic, group, producer = trickle
     plan_dir = tmp_path / "plan"
-    job.run(config.settings(bootstrap_servers=kafka.bootstrap_servers, group=group, topics=topic, consumers="A", strategy="range", reset="earliest", output=str(plan_dir)), spark)
+    plan_range(spark, kafka.bootstrap_servers, group, topic, "A", plan_dir)
     real = KafkaGroupCommit(kafka.bootstrap_servers)
     calls: list[dict[tuple[str, int], int]] = []
 
@@ -485,11 +490,7 @@ def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand
     plan_dir = tmp_path / "plan"
 
     def replan(consumers: str) -> plan_io.Plan:
-        settings = config.settings(
-            bootstrap_servers=bootstrap, group=group, topics=topic, consumers=consumers,
-            strategy="range", reset="earliest", output=str(plan_dir),
-        )  # fmt: skip
-        return job.run(settings, spark).plan
+        return plan_range(spark, bootstrap, group, topic, consumers, plan_dir)
 
     replan("A")
     real = KafkaGroupCommit(bootstrap)
