@@ -28,10 +28,13 @@ algorithm counts per (class of such topics, consumer) and picks concrete partiti
 6. Trade back: with the balance fixed, exchange partitions around cycles that return more
    partitions to their previous owners than they take; when none is left, no plan this
    balanced keeps more (the optimality test of a min-cost flow).
-7. Materialise: a consumer over its count gives up first the partitions of topics it holds
-   most of relative to their size, then by a per-consumer rotation over topics; what is
-   left is dealt to the consumers still short, each topic to those holding least of it, a
-   group starting afresh round-robin in (topic, partition) order.
+7. Materialise: a consumer over its count gives up first the partitions whose lag is
+   nearest the group's average (so that neither side's lag per partition shifts), then
+   those of topics it holds most of relative to their size, then by a per-consumer rotation
+   over topics; what is left is dealt to the consumers still short, each topic to those
+   holding least of it, heaviest partitions first to the receivers holding the least lag;
+   a group starting afresh is dealt round-robin in (topic, partition) order. Lag never
+   changes a count or a move, only which of equally good partitions moves.
 
 Example. Topics a (3 partitions), b and c (2 each); C0, C1 and C2 subscribe to all three.
 Seven partitions over three consumers: quotas 3, 2, 2, dealt round-robin::
@@ -497,8 +500,14 @@ def _interleave(owners: np.ndarray, amounts: np.ndarray) -> np.ndarray:
     return slots[np.lexsort((slots, rounds))]
 
 
-def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray) -> np.ndarray:
-    """Owner index per row, given how many partitions each pair ends up with."""
+def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.ndarray) -> np.ndarray:
+    """Owner index per row, given how many partitions each pair ends up with.
+
+    Counts and moves are fixed by now; lag only decides between equally good partitions: a
+    consumer over its count gives up the partitions nearest the group's average lag first,
+    and the partitions that move go heaviest first to the receivers holding the least lag.
+    With equal lags neither rule changes anything.
+    """
     n_rows, n_cons = len(lay.row_class), lay.n_consumers
     keep = np.minimum(counts, kept_before)
     owner = np.full(n_rows, -1, dtype=np.int64)
@@ -531,6 +540,10 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray) -> np.nda
         # stable sorts, least significant key first; row order breaks the remaining ties
         order = np.argsort(rotation, kind="stable")
         order = order[np.argsort(excess[order], kind="stable")]
+        # before all that: the partitions nearest the group's average lag are given up first,
+        # so that neither side's lag per partition changes much (with equal lags: no effect)
+        typical = np.abs(lags[give_up] - lags.mean())
+        order = order[np.argsort(-typical[order], kind="stable")]
         order = order[np.argsort(lay.row_pair[give_up][order], kind="stable")]
         pair_sorted = lay.row_pair[give_up][order]
         rank = np.arange(len(order)) - np.searchsorted(pair_sorted, pair_sorted, side="left")
@@ -557,6 +570,8 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray) -> np.nda
     # it; the topics with the most open partitions first, while everyone still has room
     rest = open_rows[has_kept[lay.row_class[open_rows]]]
     if len(rest):
+        placed = owner >= 0
+        lag_held = np.bincount(owner[placed], weights=lags[placed], minlength=n_cons)
         held_key, held_count = np.unique(lay.row_topic[kept_rows] * n_cons + owner[kept_rows], return_counts=True)
         topics, first, sizes = np.unique(lay.row_topic[rest], return_index=True, return_counts=True)
         held_from = np.searchsorted(held_key, topics * n_cons)
@@ -571,7 +586,16 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray) -> np.nda
             held[np.searchsorted(cons, holders)] = held_count[held_from[i] : held_to[i]]
             got = _capped_fill(held, short[seg], m)
             short[seg] -= got
-            owner[rest[first[i] : first[i] + m]] = _interleave(cons, got)
+            open_t = rest[first[i] : first[i] + m]
+            if m > 1 and lags[open_t].min() != lags[open_t].max():
+                # heaviest first, round-robin over the receivers from the least loaded with lag
+                open_t = open_t[np.argsort(-lags[open_t], kind="stable")]
+                takers = np.flatnonzero(got)
+                takers = takers[np.argsort(lag_held[cons[takers]], kind="stable")]
+                owner[open_t] = cons[takers[_interleave(np.arange(len(takers)), got[takers])]]
+            else:
+                owner[open_t] = _interleave(cons, got)
+            np.add.at(lag_held, owner[open_t], lags[open_t])
     return owner
 
 
@@ -585,7 +609,7 @@ def assign_group(problem: GroupProblem) -> list[str]:
         counts = _quota_counts(lay, kept_before)
     else:
         counts = _general_counts(lay, kept_before)
-    owner = _owners(lay, counts, kept_before)
+    owner = _owners(lay, counts, kept_before, np.asarray(problem.lags, dtype=np.float64))
     return np.asarray(problem.consumers, dtype=object)[owner].tolist()
 
 

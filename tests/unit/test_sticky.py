@@ -163,6 +163,48 @@ def test_a_created_topic_is_split_evenly_and_nothing_old_moves() -> None:
     assert as_plan(after) == {"C0": ["a0", "b0", "c0", "c2"], "C1": ["a1", "b1", "c1", "c3"]}
 
 
+def lagged(rows: Mapping[str, int]) -> pd.DataFrame:
+    """{"t0": 60, ...} -> lags of topic t (one-letter topic, partition number after it)."""
+    return pd.DataFrame([(tp[0], int(tp[1:]), lag) for tp, lag in rows.items()], columns=["topic", "partition", "lag"])
+
+
+def test_with_different_lags_a_giver_gives_up_its_most_typical_partition() -> None:
+    # average lag 125 / 6 = 20.8. Each holder gives one partition to C2; of C0's 60, 10 and 5
+    # the 10 is nearest the average (5 is 15.8 away, 60 is 39.2), and of C1's 40, 10 and 0 also
+    # the 10: C2 gets 20 and nobody keeps more than 65. By row order alone C2 would get t2 and
+    # t5 (5 in all) and C0 keep 70.
+    table = lagged({"t0": 60, "t1": 10, "t2": 5, "t3": 40, "t4": 10, "t5": 0})
+    before = frame({"C0": ["t0", "t1", "t2"], "C1": ["t3", "t4", "t5"]})
+    after = sla.assign(table, {"C0": ["t"], "C1": ["t"], "C2": ["t"]}, "sticky", previous=before)
+    assert as_plan(after) == {"C0": ["t0", "t2"], "C1": ["t3", "t5"], "C2": ["t1", "t4"]}
+
+
+def test_with_different_lags_the_heaviest_moving_partition_goes_to_the_least_loaded() -> None:
+    # C0 leaves; C1 (lag 30) and C2 (lag 10) take one each: t0 (50) goes to C2, t1 (5) to C1,
+    # so the most anyone holds is 60, where the order of the rows would have given C1 80
+    table = lagged({"t0": 50, "t1": 5, "t2": 20, "t3": 10, "t4": 6, "t5": 4})
+    before = frame({"C0": ["t0", "t1"], "C1": ["t2", "t3"], "C2": ["t4", "t5"]})
+    after = sla.assign(table, {"C1": ["t"], "C2": ["t"]}, "sticky", previous=before)
+    assert as_plan(after) == {"C1": ["t1", "t2", "t3"], "C2": ["t0", "t4", "t5"]}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000))
+def test_lags_only_choose_between_equally_good_partitions(seed: int) -> None:
+    """Counts per consumer and the number of moves are what they are with equal lags."""
+    rng = random.Random(seed)
+    sizes = {f"t{i}": rng.randint(1, 12) for i in range(rng.randint(1, 5))}
+    consumers = [f"c{i}" for i in range(rng.randint(1, 6))]
+    subs = {c: sorted(rng.sample(sorted(sizes), rng.randint(1, len(sizes)))) for c in consumers}
+    flat = lags(sizes)
+    skewed = flat.assign(lag=[int(rng.paretovariate(1.2) * 100) for _ in range(len(flat))])
+    earlier = sla.assign(flat, {c: sorted(sizes) for c in [*consumers, "c9"][1:]}, "sticky")
+    with_lag = sla.assign(skewed, subs, "sticky", previous=earlier)
+    without = sla.assign(flat, subs, "sticky", previous=earlier)
+    assert counts(with_lag, subs) == counts(without, subs)
+    assert moved(with_lag, earlier) == moved(without, earlier)
+
+
 def test_differing_subscriptions_only_the_shared_topic_balances() -> None:
     sizes = {"x": 4, "y": 2}
     subs = {"C0": ["x"], "C1": ["x", "y"], "C2": ["y"]}
