@@ -162,13 +162,16 @@ class LocalKafka:
         if self._proc is not None:
             return self
         config = self._write_config()
-        fmt = subprocess.run(
-            self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)),
-            capture_output=True,
-            text=True,
-        )
-        if fmt.returncode != 0:
-            raise BrokerError(f"formatting KRaft storage failed: {fmt.stderr.strip() or fmt.stdout.strip()}")
+        # a broker started again in the same work directory (after stop()) keeps its data,
+        # as a restarted broker of a real cluster does; only an empty directory is formatted
+        if not (self.workdir / "data" / "meta.properties").exists():
+            fmt = subprocess.run(
+                self._java("kafka.tools.StorageTool", "format", "-t", _cluster_id(), "-c", str(config)),
+                capture_output=True,
+                text=True,
+            )
+            if fmt.returncode != 0:
+                raise BrokerError(f"formatting KRaft storage failed: {fmt.stderr.strip() or fmt.stdout.strip()}")
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(
                 _die_with_parent() + self._java("kafka.Kafka", str(config), heap=self.heap),

@@ -547,3 +547,61 @@ def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand
     records = read_sinks(spark, tmp_path)
     assert producer.produced() - set(records["value"]) == set()  # the failed handover lost nothing
     assert set(records[records["consumer"] == "B"]["partition"]) == {1}
+
+
+def test_a_broker_outage_between_a_batch_and_its_commit_is_caught_up_without_a_restart(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    """A broker of its own, stopped while a batch sits in the sink (read, not yet committed) and
+    started again on the same port with the same data: the commit fails and is logged, the
+    query keeps running, and the next batch's commit carries the missed offsets."""
+    broker = LocalKafka(tmp_path / "kafka")
+    with broker:
+        bootstrap, topic, group = broker.bootstrap_servers, "outage", "outage-it"
+        create_topic(bootstrap, topic, 2)
+        produce(bootstrap, topic, {0: 20, 1: 20})
+        commit(bootstrap, group, {(topic, 0): 0, (topic, 1): 0})
+        plan_dir = tmp_path / "plan"
+        plan_range(spark, bootstrap, group, topic, "A", plan_dir)
+
+        seen: list[str] = []
+        hold, held, release = threading.Event(), threading.Event(), threading.Event()
+
+        def sink(batch: Any, batch_id: int) -> None:
+            seen.extend(r.value for r in batch.selectExpr("CAST(value AS STRING) AS value").collect())
+            if hold.is_set():  # this batch is read; its commit comes after the sink returns
+                held.set()
+                release.wait(120)
+
+        def start(stream: Any, checkpoint: str) -> Any:
+            writer = stream.df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
+            return writer.trigger(processingTime="1 second").start()
+
+        caplog.set_level(logging.WARNING, logger="spark_lag_assign.stream")
+        run = Running(PlanFollower(
+            spark, plan_dir, "A", start, checkpoint_root=tmp_path / "checkpoints",
+            kafka_options={"kafka.bootstrap.servers": bootstrap}, poll_interval=1.0, kafka_timeout_ms=3000,
+            commit_timeout=30.0, stop_timeout=20.0,
+        ))  # fmt: skip
+        try:
+            wait_until(lambda: run.started(1), 120, "A reads generation 1")
+            wait_until(lambda: caught_up(bootstrap, group, topic, {0: 20, 1: 20}), 120, "the backlog is committed")
+            hold.set()
+            produce(bootstrap, topic, {0: 5, 1: 5}, start={0: 20, 1: 20})
+            wait_until(held.is_set, 120, "a batch with the new records reaches the sink")
+            broker.stop()
+            hold.clear()
+            release.set()
+            wait_until(lambda: run.follower.committer.failures >= 1, 120, "the commit fails while the broker is away")
+            broker.start()  # same port, same data: the group's earlier commits are still there
+            assert caught_up(bootstrap, group, topic, {0: 20, 1: 20})
+            produce(bootstrap, topic, {0: 5, 1: 5}, start={0: 25, 1: 25})
+            wait_until(lambda: caught_up(bootstrap, group, topic, {0: 30, 1: 30}), 180, "the commits catch up")
+            assert run.follower.query is not None and run.follower.query.isActive
+        finally:
+            release.set()
+            summary = run.finish()
+    assert summary.reason == "stopped" and summary.commit_failures >= 1
+    assert [e.kind for e in summary.events].count("start") == 1  # the query was never restarted
+    assert set(seen) >= {f"{topic}:{p}:{s}" for p in (0, 1) for s in range(30)}
+    assert any("retrying with the next batch" in r.getMessage() for r in caplog.records)
