@@ -85,16 +85,10 @@ def _lag_arrays(lags: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     return topics, partitions, lag, order
 
 
-def validate_lags(lags: pd.DataFrame, keep_positions: bool = False) -> pd.DataFrame:
-    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise.
-
-    With ``keep_positions`` a ``_position`` column gives each row's position in ``lags``.
-    """
+def validate_lags(lags: pd.DataFrame) -> pd.DataFrame:
+    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise."""
     topics, partitions, lag, order = _lag_arrays(lags)
-    out = pd.DataFrame({"topic": topics[order], "partition": partitions[order], "lag": lag[order]})
-    if keep_positions:
-        out["_position"] = order
-    return out
+    return pd.DataFrame({"topic": topics[order], "partition": partitions[order], "lag": lag[order]})
 
 
 def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
