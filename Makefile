@@ -47,12 +47,12 @@ bench-quick: setup ## a fast subset of the benchmarks, for development
 	$(PY) -m tests.bench --quick --output out/bench-quick
 
 broker: setup ## keep a local broker running until Ctrl-C
-	$(PY) -m spark_lag_assign.localkafka
+	$(PY) -m spark_lag_assign.testing.localkafka
 
 dist: venv ## dist/spark_lag_assign.zip, for spark-submit --py-files on a cluster
 	@mkdir -p dist
 	rm -f dist/spark_lag_assign.zip
-	$(PY) -c "import pathlib, zipfile; z = zipfile.ZipFile('dist/spark_lag_assign.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path('spark_lag_assign').rglob('*')) if p.suffix in ('.py', '.typed')]; z.close()"
+	$(PY) -c "import pathlib, zipfile; z = zipfile.ZipFile('dist/spark_lag_assign.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path('spark_lag_assign').rglob('*')) if p.suffix in ('.py', '.typed') and 'testing' not in p.parts]; z.close()"
 	@echo "dist/spark_lag_assign.zip: pass it with --py-files; executors need pandas and pyarrow, the driver kafka-python too"
 
 clean: ## remove outputs (keeps .venv and .jvm)

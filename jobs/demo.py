@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     output = Path(args.output).resolve()
 
-    from spark_lag_assign.localkafka import LocalKafka, commit, create_topic, produce
+    from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 
     started = time.monotonic()
     shutil.rmtree(output, ignore_errors=True)

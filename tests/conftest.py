@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from spark_lag_assign.localkafka import LocalKafka
+    from spark_lag_assign.testing.localkafka import LocalKafka
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -42,7 +42,7 @@ def spark():  # -> SparkSession
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
     """A real single-node KRaft broker on loopback; its log is printed if a test fails."""
-    from spark_lag_assign.localkafka import LocalKafka
+    from spark_lag_assign.testing.localkafka import LocalKafka
 
     # a second listener that requires SASL/PLAIN lets tests see an authentication failure
     with LocalKafka(tmp_path_factory.mktemp("kafka"), sasl_users={"planner": "planner-secret"}) as broker:

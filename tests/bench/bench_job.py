@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign import workloads
+from spark_lag_assign.testing import workloads
 
 CHILD = r"""
 import json, sys, time

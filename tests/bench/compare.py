@@ -34,8 +34,9 @@ import numpy as np
 import pandas as pd
 
 import spark_lag_assign as sla
-from spark_lag_assign import metrics, workloads
-from spark_lag_assign.workloads import Subscriptions, Workload
+from spark_lag_assign import metrics
+from spark_lag_assign.testing import workloads
+from spark_lag_assign.testing.workloads import Subscriptions, Workload
 from tests.peers import KafkaPythonSticky, kafka_python_range, kafka_python_roundrobin
 
 #: (lags, subscriptions, previous plan or None, seed, generation) -> assignment

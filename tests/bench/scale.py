@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from spark_lag_assign import metrics, workloads
+from spark_lag_assign import metrics
+from spark_lag_assign.testing import workloads
 from tests.bench import bench_job
 from tests.bench.compare import Planner
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from spark_lag_assign import cli, plan as plan_io
-from spark_lag_assign.localkafka import LocalKafka, commit, create_topic, produce
+from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from spark_lag_assign.session import submit_command, submit_env
 from tests.unit.test_plan import tree
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_lag_assign import cli, config, job, plan as plan_io
-from spark_lag_assign.localkafka import LocalKafka, commit, create_topic, free_port, produce
+from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, free_port, produce
 from tests.unit.test_plan import tree
 
 PRODUCED = {0: 300, 1: 50, 2: 120, 3: 10}

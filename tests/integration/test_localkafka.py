@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_lag_assign.localkafka import LocalKafka
+from spark_lag_assign.testing.localkafka import LocalKafka
 
 pytestmark = pytest.mark.broker
 
@@ -49,7 +49,7 @@ def test_a_failing_block_still_stops_the_broker(tmp_path: Path) -> None:
 
 SCRIPT = """
 import sys, time
-from spark_lag_assign.localkafka import LocalKafka
+from spark_lag_assign.testing.localkafka import LocalKafka
 broker = LocalKafka(sys.argv[1]).start()
 print(broker.port, flush=True)
 time.sleep(600)

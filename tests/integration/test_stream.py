@@ -27,7 +27,7 @@ from spark_lag_assign.errors import (
     NothingAssignedError,
     PlanError,
 )
-from spark_lag_assign.localkafka import LocalKafka, commit, create_topic, produce
+from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from spark_lag_assign.offsets import read_offsets
 from spark_lag_assign.stream import (
     Claim,

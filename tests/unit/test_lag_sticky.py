@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import spark_lag_assign as sla
-from spark_lag_assign import workloads as w
+from spark_lag_assign.testing import workloads as w
 from spark_lag_assign.assignors import lagsticky
 from spark_lag_assign.assignors.base import GroupProblem
 from spark_lag_assign.errors import InputError, StrategyError

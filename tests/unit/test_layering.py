@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import spark_lag_assign as sla
 
@@ -14,7 +16,7 @@ PURE = [
     "spark_lag_assign.invariants",
     "spark_lag_assign.metrics",
     "spark_lag_assign.plan",
-    "spark_lag_assign.workloads",
+    "spark_lag_assign.testing.workloads",
     "spark_lag_assign.config",
     "spark_lag_assign.offsets",
     "spark_lag_assign.report",
@@ -31,3 +33,26 @@ def test_the_pure_core_imports_no_spark() -> None:
 def test_every_public_name_resolves() -> None:
     for name in sla.__all__:
         assert getattr(sla, name) is not None, name
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module a source file imports, at any depth (inside functions too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_the_runtime_never_imports_the_testing_package() -> None:
+    package = Path(sla.__file__).parent
+    runtime = [p for p in package.rglob("*.py") if "testing" not in p.relative_to(package).parts]
+    assert runtime
+    offenders = {
+        str(p.relative_to(package)): sorted(m for m in _imported_modules(p) if m.startswith("spark_lag_assign.testing"))
+        for p in runtime
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}

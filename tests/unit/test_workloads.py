@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spark_lag_assign import workloads as w
+from spark_lag_assign.testing import workloads as w
 
 GENERATORS: dict[str, Callable[..., w.Workload]] = {
     "uniform": w.uniform,

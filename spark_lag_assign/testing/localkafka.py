@@ -8,7 +8,7 @@ when the block ends, whatever ends it, and the kernel stops it if this process d
     with LocalKafka() as kafka:
         producer = KafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
 
-Run ``python -m spark_lag_assign.localkafka`` to keep one up until Ctrl-C.
+Run ``python -m spark_lag_assign.testing.localkafka`` to keep one up until Ctrl-C.
 """
 
 from __future__ import annotations
