@@ -63,3 +63,7 @@ class NothingAssignedError(PlanError):
 
 class HandoverTimeoutError(SparkLagAssignError):
     """A pipeline waited too long for another consumer to release partitions it now owns."""
+
+
+class CommitFencedError(KafkaCommitError):
+    """The partition has a newer owner: a commit under an older generation was refused."""
