@@ -229,10 +229,20 @@ class Publisher(ABC):
 
 
 class ClaimWriter(ABC):
-    """The only writer of one consumer id's claims, from ``Store.claim_writer()`` until fenced."""
+    """The only writer of one consumer id's claims, from ``Store.claim_writer()`` until fenced.
+
+    Taking the id over fences every older writer of it at once, and ``predecessor`` is the
+    newest claim of the id that another incarnation wrote, read after the fencing (None if
+    there was none). The new incarnation cannot know whether its predecessor is still
+    reading (a paused or partitioned driver), so the protocol keeps the predecessor's
+    partitions claimed until its lease has run out. A backend that can only fence by
+    writing (a directory) writes a copy of the predecessor's claim under the new
+    incarnation, so that readers keep seeing those partitions held.
+    """
 
     consumer: str
     incarnation: str
+    predecessor: ClaimRecord | None
 
     @abstractmethod
     def write(

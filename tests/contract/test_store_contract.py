@@ -198,6 +198,11 @@ def test_a_new_incarnation_fences_the_old_one(harness: Harness) -> None:
         old.write(1, holds(0), lease=20.0)
         new = new_host.claim_writer("A")  # the driver restarted elsewhere
         assert new.incarnation != old.incarnation
+        # what the old one held stays visible: nobody may take it before its lease runs out
+        assert new.predecessor is not None and new.predecessor.incarnation == old.incarnation
+        assert (new.predecessor.generation, new.predecessor.holds) == (1, frozenset(holds(0)))
+        held = new_host.claims()["A"]
+        assert isinstance(held, ClaimRecord) and held.holds == frozenset(holds(0))
         with pytest.raises(ClaimFencedError):
             old.write(1, holds(0, 1), lease=20.0)
         new.write(2, holds(1), lease=20.0)
@@ -208,6 +213,14 @@ def test_a_new_incarnation_fences_the_old_one(harness: Harness) -> None:
         assert (record.incarnation, record.generation, record.holds) == (new.incarnation, 2, frozenset(holds(1)))
         old.close()
         new.close()
+
+
+def test_a_first_incarnation_has_no_predecessor(harness: Harness) -> None:
+    with harness.open() as store, store.claim_writer("A") as writer:
+        assert writer.predecessor is None
+        writer.write(1, holds(0), lease=10.0)
+        record = store.claims()["A"]
+        assert isinstance(record, ClaimRecord) and record.incarnation == writer.incarnation
 
 
 def test_many_consumers_claims_are_all_read(harness: Harness) -> None:
