@@ -1,0 +1,424 @@
+"""The handover protocol as a pure state machine: what one pipeline does next, given what it knows.
+
+``Handover`` holds one pipeline's (one consumer id's) view of the world: the newest plan
+generation it has seen, the claims it has read from the store, its own last claim, and
+whether its query is reading. ``next(now)`` names the one action to take; the driver
+(``spark_lag_assign.consume.follower.PlanFollower`` in production, the model in
+``tests/unit/test_handover_model.py`` under hypothesis) performs it and reports the outcome
+with the ``saw_*`` / ``wrote`` / ``started`` / ``stopped`` ... methods. Nothing here does
+I/O or reads a clock: ``now`` is always given, in seconds of the pipeline's own monotonic
+clock, and every decision is a function of the inputs so far.
+
+The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
+
+- Claim before you read, then look. A pipeline writes a claim naming the partitions it
+  wants, then reads every claim to the end (the store is one ordered log per group), and
+  only then decides. Of two pipelines that want one partition, the one that writes second
+  sees the first, so they can never both decide the partition is free.
+- The newest generation wins. A claim of a newer generation than the one you act on means
+  you are stale: read the plan again, never proceed. A claim of an older generation that
+  names a partition you want is an earlier owner: wait until it releases it (a claim
+  without it) or its lease runs out.
+- Leases are measured by the reader, from when it first saw a claim record: a holder that
+  has not written a new record for its lease is treated as gone. The holder measures the
+  same lease from just before its last write and stops reading ``margin`` seconds before
+  it runs out, so it stops before anyone can take over.
+- Taking over from a holder whose lease ran out first fences its offset commits (the
+  broker refuses them from then on), then starts from the group's committed offsets.
+- A new incarnation of a pipeline (a restarted driver) treats its predecessor like any
+  other holder: what the predecessor claimed stays claimed until its lease runs out.
+- A pipeline keeps reading a partition across generations only while its lease never
+  lapsed; any lapse, refused commit or fencing sends it back through the whole check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from spark_lag_assign.store.base import ClaimRecord, TopicPartition
+
+Holds = frozenset[TopicPartition]
+NOTHING: Holds = frozenset()
+
+
+def names(partitions: Holds | set[TopicPartition]) -> str:
+    """``t-0, t-3``: partitions for people, sorted."""
+    return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "nothing"
+
+
+# -- actions: what the driver is told to do ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Write:
+    """Write this pipeline's claim: it acts on ``generation`` and may read ``holds``."""
+
+    generation: int
+    holds: Holds
+    state: str  # waiting | reading | idle | released | left: for people
+
+
+@dataclass(frozen=True)
+class ReadClaims:
+    """Read every claim to the end of the store (the decision needs a view after our own write)."""
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """A claim shows a generation newer than ``newer_than``: read the plan, waiting for it
+    at most until ``until`` (own clock; renewals are due then)."""
+
+    newer_than: int
+    until: float
+
+
+@dataclass(frozen=True)
+class Fence:
+    """``consumer``'s lease ran out while it held partitions we want: fence its offset commits."""
+
+    consumer: str
+    version: tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Start:
+    """Start reading ``holds`` from the group's committed offsets, acting on ``generation``."""
+
+    generation: int
+    holds: Holds
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop the query; with ``commit``, stop between batches and commit what completed first."""
+
+    commit: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """A claim that keeps this pipeline from starting: who, under which generation, which partitions."""
+
+    holder: str
+    generation: int | None  # None: the claim cannot be read
+    partitions: Holds
+    expires: float | None  # when its lease runs out by our clock (None: unreadable, never)
+    detail: str = ""
+
+    def describe(self) -> str:
+        if self.generation is None:
+            return f"{self.holder}'s claim is unreadable ({self.detail})"
+        return f"{self.holder} holds {names(self.partitions)} under generation {self.generation} ({self.detail})"
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do until ``until`` (own clock) or until a new plan or claim is seen."""
+
+    until: float
+    reason: str
+    blockers: tuple[Blocker, ...] = ()
+
+
+@dataclass(frozen=True)
+class Exit:
+    """The run ends: stopped | drained | idle | left | fenced | commit-failed | handover-timeout | failed."""
+
+    reason: str
+    blockers: tuple[Blocker, ...] = ()
+
+
+Action = Write | ReadClaims | ReadPlan | Fence | Start | Stop | Wait | Exit
+
+
+# -- the state machine ----------------------------------------------------------------------
+
+
+@dataclass
+class Reading:
+    generation: int
+    holds: Holds
+
+
+@dataclass
+class Handover:
+    """One pipeline's side of the handover protocol (see the module docstring).
+
+    ``lease``: seconds within which this pipeline stops reading after its last claim write,
+    if it cannot write another; others wait that long before they take over from it.
+    ``margin``: how much earlier than that it stops, for clock-rate differences and the
+    time a stop takes. Claims that hold partitions are renewed every ``lease / 3``.
+    ``handover_timeout``: how long to wait for earlier owners before giving up.
+    ``until_drained``: an idle assignment ends the run (``availableNow`` pipelines).
+    """
+
+    consumer: str
+    incarnation: str
+    lease: float = 30.0
+    margin: float | None = None
+    handover_timeout: float = 300.0
+    until_drained: bool = False
+    retry: float = 1.0  # pause after a failed write before the next attempt
+
+    # what it has seen
+    plan_generation: int = 0
+    assignment: Holds | None = NOTHING  # None: the newest plan does not name this consumer
+    view: Mapping[str, ClaimRecord | str] = field(default_factory=dict)
+    first_seen: dict[tuple[str, object], float] = field(default_factory=dict)
+    view_is_fresh: bool = False  # read after our last successful write
+    predecessor: ClaimRecord | None = None
+    predecessor_since: float = 0.0
+
+    # what it did
+    written: ClaimRecord | None = None
+    sent_at: float = 0.0  # own clock just before the last successful write was sent
+    reading: Reading | None = None
+    fenced: set[tuple[str, tuple[str, int]]] = field(default_factory=set)
+    waiting_since: float | None = None
+    retry_at: float = 0.0
+    ending: str | None = None  # why the run ends once the query is stopped and released
+    blockers: tuple[Blocker, ...] = ()  # what the run ended waiting for (handover-timeout)
+    zombie: bool = False
+    commit_refused: bool = False
+    outcome: Exit | None = None
+
+    def __post_init__(self) -> None:
+        if not self.lease > 0:
+            raise ValueError(f"lease must be positive, not {self.lease!r}")
+        if self.margin is None:
+            self.margin = min(max(1.0, 0.1 * self.lease), self.lease / 4)
+        if not 0 <= self.margin < self.lease / 3:
+            raise ValueError(f"margin {self.margin!r} must be below a third of the lease {self.lease!r}")
+
+    # -- observations -----------------------------------------------------------------------
+
+    def took_over(self, predecessor: ClaimRecord | None, now: float) -> None:
+        """This incarnation took the consumer id over; ``predecessor`` is the claim it replaced."""
+        if predecessor is not None and predecessor.incarnation != self.incarnation:
+            self.predecessor, self.predecessor_since = predecessor, now
+
+    def saw_plan(self, generation: int, assignment: Holds | None) -> None:
+        """A plan generation and this consumer's partitions in it (None: it is not in the plan)."""
+        if generation > self.plan_generation:
+            self.plan_generation, self.assignment = generation, assignment
+
+    def saw_claims(self, view: Mapping[str, ClaimRecord | str], now: float) -> None:
+        """Every consumer's newest claim, read to the end of the store at ``now``."""
+        self.view = dict(view)
+        for consumer, record in self.view.items():
+            key = (consumer, record.version if isinstance(record, ClaimRecord) else record)
+            self.first_seen.setdefault(key, now)
+        mine = self.view.get(self.consumer)
+        if isinstance(mine, ClaimRecord) and mine.incarnation != self.incarnation:
+            if self.predecessor is None or mine.version != self.predecessor.version:
+                self.zombie = True  # a newer incarnation took our id over
+        self.view_is_fresh = self.written is None or (
+            isinstance(mine, ClaimRecord) and mine.version == self.written.version
+        )
+
+    def wrote(self, record: ClaimRecord, sent_at: float) -> None:
+        """Our claim write succeeded; ``sent_at`` is our clock just before it was sent."""
+        self.written, self.sent_at = record, sent_at
+        self.view_is_fresh = False
+        self.retry_at = 0.0
+
+    def write_failed(self, *, fenced: bool, now: float) -> None:
+        """The write failed (it may or may not have been stored); fenced: another incarnation
+        owns the id, so we are the zombie."""
+        if fenced:
+            self.zombie = True
+        self.retry_at = now + self.retry
+
+    def fenced_commits(self, consumer: str, version: tuple[str, int]) -> None:
+        """The commits of ``consumer`` (whose claim had ``version``) are fenced now."""
+        self.fenced.add((consumer, version))
+
+    def started(self, generation: int, holds: Holds) -> None:
+        self.reading = Reading(generation, holds)
+        self.waiting_since = None
+
+    def stopped(self, commit: str) -> None:
+        """The query stopped; commit: "ok", "skipped" (not asked), "refused" (fenced: another
+        owner took over) or "failed" (Kafka kept failing: what was read is not committed)."""
+        self.reading = None
+        self.commit_refused = False
+        if commit == "failed":  # never release what is read but not committed: the lease runs out instead
+            self.outcome = Exit("commit-failed")
+
+    def refused_commit(self) -> None:
+        """A micro-batch's commit was refused: someone took over (our lease lapsed)."""
+        self.commit_refused = True
+
+    def query_ended(self, failed: bool) -> None:
+        """The query ended by itself: drained (``availableNow``) or failed."""
+        self.ending = self.ending or ("failed" if failed else "drained")
+
+    def request_stop(self) -> None:
+        self.ending = self.ending or "stopped"
+
+    # -- derived ---------------------------------------------------------------------------
+
+    @property
+    def renew_every(self) -> float:
+        return self.lease / 3
+
+    def deadline(self) -> float:
+        """Own clock at which our lease lapses (we must not be reading by then)."""
+        if self.written is None:
+            return float("-inf")
+        assert self.margin is not None
+        return self.sent_at + self.written.lease - self.margin
+
+    def predecessor_holds(self, now: float) -> Holds:
+        """What our predecessor claimed, while its lease (by our clock) has not run out."""
+        p = self.predecessor
+        if p is None or now >= self.predecessor_since + p.lease:
+            return NOTHING
+        return p.holds
+
+    def _write(self, generation: int, holds: Holds, state: str, now: float) -> Write | Wait:
+        if now < self.retry_at:
+            return Wait(self.retry_at, "retrying a failed claim write")
+        return Write(generation, holds, state)
+
+    def _claimed(self, generation: int, holds: Holds, state: str | None = None) -> bool:
+        w = self.written
+        return w is not None and w.generation == generation and w.holds == holds and (state is None or w.state == state)
+
+    # -- the decision ------------------------------------------------------------------------
+
+    def next(self, now: float) -> Action:
+        """The one thing to do now."""
+        if self.outcome is not None:
+            return self.outcome
+        reading = self.reading
+        # Never read past our own lease, nor once fenced or refused: stop, and commit nothing.
+        if reading is not None:
+            if now >= self.deadline():
+                return Stop(False, "the lease lapsed (no claim written for too long)")
+            if self.zombie:
+                return Stop(False, "a newer incarnation of this consumer took over")
+            if self.commit_refused:
+                return Stop(False, "a commit was refused: another pipeline took over")
+        if self.zombie:
+            return self._exit("fenced")
+        extra = self.predecessor_holds(now)
+        generation, target = self.plan_generation, self.assignment
+
+        if self.ending is not None:  # stop(), the query ended by itself, or we gave up waiting
+            if reading is not None:
+                return Stop(True, f"the run ends ({self.ending})")
+            if self.written is not None and self.written.holds != extra:
+                return self._write(self.written.generation, extra, "released", now)
+            return self._exit(self.ending, self.blockers)
+
+        if target is None:  # the plan no longer names us: release and leave
+            if reading is not None:
+                return Stop(True, f"generation {generation} does not name this consumer")
+            if not self._claimed(generation, extra, "left"):
+                return self._write(generation, extra, "left", now)
+            return self._exit("left")
+
+        if reading is not None:
+            return self._while_reading(reading, generation, target, extra, now)
+        return self._acquire(generation, target, extra, now)
+
+    def _exit(self, reason: str, blockers: tuple[Blocker, ...] = ()) -> Exit:
+        self.outcome = Exit(reason, blockers)
+        return self.outcome
+
+    def _while_reading(self, reading: Reading, generation: int, target: Holds, extra: Holds, now: float) -> Action:
+        if generation > reading.generation and target != reading.holds:
+            return Stop(True, f"generation {generation} moves partitions")
+        holds = reading.holds | extra
+        renew_at = self.sent_at + self.renew_every
+        if not self._claimed(generation, holds, "reading") or now >= renew_at:
+            return self._write(generation, holds, "reading", now)
+        if self._newest_claim_on(reading.holds) > generation:
+            return ReadPlan(generation, renew_at)  # someone acts on a plan we have not seen: catch up
+        return Wait(min(renew_at, self.deadline()), "reading")
+
+    def _newest_claim_on(self, partitions: Holds) -> int:
+        """The newest generation of another consumer's claim that names one of ``partitions``."""
+        newest = 0
+        for holder, record in self.view.items():
+            if holder != self.consumer and isinstance(record, ClaimRecord) and record.holds & partitions:
+                newest = max(newest, record.generation)
+        return newest
+
+    def _acquire(self, generation: int, target: Holds, extra: Holds, now: float) -> Action:
+        wanted = target | extra
+        state = "waiting" if target else "idle"
+        if not self._claimed(generation, wanted):
+            return self._write(generation, wanted, state, now)
+        if not target:
+            if self.until_drained:
+                return self._exit("idle")
+            if extra:
+                assert self.predecessor is not None
+                return Wait(self.predecessor_since + self.predecessor.lease, "idle; the predecessor's lease runs")
+            return Wait(now + self.renew_every, "idle")
+        renew_at = self.deadline() - self.renew_every  # start only with most of a lease ahead
+        if now >= renew_at:
+            return self._write(generation, wanted, state, now)
+        if not self.view_is_fresh:
+            return ReadClaims()
+
+        blockers: list[Blocker] = []
+        for holder in sorted(self.view):
+            if holder == self.consumer:
+                continue
+            record = self.view[holder]
+            if isinstance(record, str):  # cannot be read: it may hold anything, for ever
+                blockers.append(Blocker(holder, None, target, None, record))
+                continue
+            overlap = record.holds & target
+            if not overlap:
+                continue
+            if record.generation > generation:
+                return ReadPlan(generation, renew_at)  # we are stale: never proceed
+            expires = self.first_seen[(holder, record.version)] + record.lease
+            if now >= expires:  # no new record for a whole lease: gone, once its commits are fenced
+                if (holder, record.version) not in self.fenced:
+                    return Fence(holder, record.version)
+                continue
+            detail = f"{record.state or 'claimed'}, lease until +{expires - now:.1f}s"
+            blockers.append(Blocker(holder, record.generation, overlap, expires, detail))
+        if extra & target:
+            assert self.predecessor is not None
+            expires = self.predecessor_since + self.predecessor.lease
+            blockers.append(
+                Blocker(f"{self.consumer} (previous incarnation)", self.predecessor.generation, extra & target, expires, "its lease runs")
+            )
+        if not blockers:
+            self.waiting_since = None
+            return Start(generation, target)
+        if self.waiting_since is None:
+            self.waiting_since = now
+        if now - self.waiting_since >= self.handover_timeout:
+            self.ending, self.blockers = "handover-timeout", tuple(blockers)
+            return self.next(now)
+        until = min(
+            [b.expires for b in blockers if b.expires is not None]
+            + [renew_at, self.waiting_since + self.handover_timeout]
+        )
+        return Wait(max(until, now), "waiting for earlier owners", tuple(blockers))
+
+
+__all__ = [
+    "Action",
+    "Blocker",
+    "Exit",
+    "Fence",
+    "Handover",
+    "Holds",
+    "ReadClaims",
+    "ReadPlan",
+    "Start",
+    "Stop",
+    "Wait",
+    "Write",
+    "names",
+]
