@@ -19,10 +19,11 @@ The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
   you are stale: read the plan again, never proceed. A claim of an older generation that
   names a partition you want is an earlier owner: wait until it releases it (a claim
   without it) or its lease runs out.
-- Leases are measured by the reader, from when it first saw a claim record: a holder that
-  has not written a new record for its lease is treated as gone. The holder measures the
-  same lease from just before its last write and stops reading ``margin`` seconds before
-  it runs out, so it stops before anyone can take over.
+- Leases are measured by the reader, from when it first saw a claim record: a holder
+  whose record a read that *began* a whole lease later still shows unchanged is gone (a
+  view that was merely delivered late proves nothing). The holder measures the same
+  lease from just before its last write and stops reading ``margin`` seconds before it
+  runs out, so it stops before anyone can take over.
 - Taking over from a holder whose lease ran out first fences its offset commits (the
   broker refuses them from then on), then starts from the group's committed offsets.
 - A new incarnation of a pipeline (a restarted driver) treats its predecessor like any
@@ -166,6 +167,7 @@ class Handover:
     plan_generation: int = 0
     assignment: Holds | None = NOTHING  # None: the newest plan does not name this consumer
     view: Mapping[str, ClaimRecord | str] = field(default_factory=dict)
+    view_read_at: float = float("-inf")  # when the read that gave ``view`` began (own clock)
     first_seen: dict[tuple[str, object], float] = field(default_factory=dict)
     view_is_fresh: bool = False  # read after our last successful write
     predecessor: ClaimRecord | None = None
@@ -204,12 +206,13 @@ class Handover:
         if generation > self.plan_generation:
             self.plan_generation, self.assignment = generation, assignment
 
-    def saw_claims(self, view: Mapping[str, ClaimRecord | str], now: float) -> None:
-        """Every consumer's newest claim, read to the end of the store at ``now``."""
-        self.view = dict(view)
+    def saw_claims(self, view: Mapping[str, ClaimRecord | str], read_at: float) -> None:
+        """Every consumer's newest claim, from a read to the end of the store that began at
+        ``read_at`` (own clock): it shows everything written before then."""
+        self.view, self.view_read_at = dict(view), read_at
         for consumer, record in self.view.items():
             key = (consumer, record.version if isinstance(record, ClaimRecord) else record)
-            self.first_seen.setdefault(key, now)
+            self.first_seen.setdefault(key, read_at)
         mine = self.view.get(self.consumer)
         if isinstance(mine, ClaimRecord) and mine.incarnation != self.incarnation:
             if self.predecessor is None or mine.version != self.predecessor.version:
@@ -380,13 +383,15 @@ class Handover:
             if record.generation > generation:
                 return ReadPlan(generation, renew_at)  # we are stale: never proceed
             expires = self.first_seen[(holder, record.version)] + record.lease
-            if now >= expires:  # no new record for a whole lease: gone, once its commits are fenced
+            if self.view_read_at >= expires:  # a read a whole lease later still shows it: gone
                 if (holder, record.version) not in self.fenced:
-                    return Fence(holder, record.version)
+                    return Fence(holder, record.version)  # ... once its commits are fenced
                 continue
             detail = f"{record.state or 'claimed'}, lease until +{expires - now:.1f}s"
             blockers.append(Blocker(holder, record.generation, overlap, expires, detail))
-        if extra & target:
+        if any(b.expires is not None and b.expires <= now for b in blockers):
+            return ReadClaims()  # a lease ran out since our last read: a read from now can prove it
+        if extra & target:  # fenced when we took the id over, so our own clock suffices
             assert self.predecessor is not None
             expires = self.predecessor_since + self.predecessor.lease
             blockers.append(

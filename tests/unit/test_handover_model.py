@@ -89,6 +89,7 @@ class World:
     now: float = 0.0
     plans: list[dict[TP, str]] = field(default_factory=list)  # generation g is plans[g - 1]
     log: list[ClaimRecord] = field(default_factory=list)
+    log_times: list[float] = field(default_factory=list)  # when each record was appended
     id_owner: dict[str, str] = field(default_factory=dict)  # consumer id -> incarnation allowed to write
     commit_epoch: dict[str, int] = field(default_factory=dict)
     committed: dict[TP, int] = field(default_factory=dict)
@@ -102,6 +103,14 @@ class World:
         for record in self.log[:upto]:
             newest[record.consumer] = record
         return newest
+
+    def read_began(self, upto: int) -> float:
+        """A read to the end that returned ``log[:upto]`` began before ``log[upto]`` was appended."""
+        return self.log_times[upto] if upto < len(self.log) else self.now
+
+    def append(self, record: ClaimRecord) -> None:
+        self.log.append(record)
+        self.log_times.append(self.now)
 
     def assignment(self, generation: int, consumer: str) -> frozenset[TP] | None:
         plan = self.plans[generation - 1]
@@ -136,7 +145,7 @@ class HandoverModel(RuleBasedStateMachine):
         assert predecessor is None or isinstance(predecessor, ClaimRecord)
         proc = Proc(len(self.procs), consumer, incarnation, Handover(consumer, incarnation, lease=LEASE, margin=MARGIN, handover_timeout=1e9))
         if predecessor is not None and copy_predecessor:  # a directory store fences by writing a copy
-            w.log.append(
+            w.append(
                 ClaimRecord(consumer, incarnation, 0, predecessor.generation, predecessor.holds, predecessor.lease, "taken over")
             )
         proc.core.took_over(predecessor, w.now)
@@ -181,7 +190,7 @@ class HandoverModel(RuleBasedStateMachine):
                 return
             proc.seq += 1
             record = ClaimRecord(proc.consumer, proc.incarnation, proc.seq, action.generation, action.holds, LEASE, action.state)
-            w.log.append(record)
+            w.append(record)
             if fate == "ok":
                 core.wrote(record, sent_at=w.now)
             else:
@@ -282,7 +291,7 @@ class HandoverModel(RuleBasedStateMachine):
         """A background read of the claims delivers a prefix of the log (never going back)."""
         proc = self.pick(data, [p for p in self.procs if p.runs], "pipeline")
         proc.seen_upto = data.draw(st.integers(proc.seen_upto, len(self.world.log)), label="claims read up to")
-        proc.core.saw_claims(self.world.view(proc.seen_upto), self.world.now)
+        proc.core.saw_claims(self.world.view(proc.seen_upto), self.world.read_began(proc.seen_upto))
 
     @precondition(lambda self: any(p.runs for p in self.procs))
     @rule(data=st.data())

@@ -204,7 +204,7 @@ def test_an_unreadable_claim_blocks_and_a_long_wait_ends_with_a_report() -> None
     core.wrote(ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting"), sent_at=0.0)
     assert core.next(0.0) == ReadClaims()
     mine = ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting")
-    core.saw_claims({"B": mine, "A": "claims/A/000003.json: not JSON"}, now=0.0)
+    core.saw_claims({"B": mine, "A": "claims/A/000003.json: not JSON"}, read_at=0.0)
     wait = core.next(1.0)
     assert isinstance(wait, Wait) and wait.blockers == (Blocker("A", None, frozenset({P}), None, "claims/A/000003.json: not JSON"),)
     assert "A's claim is unreadable" in wait.blockers[0].describe()
@@ -212,7 +212,7 @@ def test_an_unreadable_claim_blocks_and_a_long_wait_ends_with_a_report() -> None
         action = core.next(now)
         if isinstance(action, Write):
             core.wrote(ClaimRecord("B", "B1", core.written.seq + 1, 2, action.holds, 10.0, action.state), sent_at=now)  # type: ignore[union-attr]
-            core.saw_claims({"B": core.written, "A": "claims/A/000003.json: not JSON"}, now=now)  # type: ignore[dict-item]
+            core.saw_claims({"B": core.written, "A": "claims/A/000003.json: not JSON"}, read_at=now)  # type: ignore[dict-item]
     action = core.next(31.0)
     assert isinstance(action, Write) and action.holds == frozenset() and action.state == "released"
     core.wrote(ClaimRecord("B", "B1", 9, 2, frozenset(), 10.0, "released"), sent_at=31.0)
@@ -226,6 +226,6 @@ def test_start_is_only_given_with_most_of_a_lease_ahead() -> None:
     assert isinstance(core.next(0.0), Write)
     record = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 9.0, "waiting")
     core.wrote(record, sent_at=0.0)
-    core.saw_claims({"A": record}, now=0.0)
+    core.saw_claims({"A": record}, read_at=0.0)
     assert core.next(0.1) == Start(1, frozenset({P}))
     assert isinstance(core.next(6.0), Write)  # too close to its deadline (8.5): renew first
