@@ -1,0 +1,219 @@
+"""Offset commits that a newer owner of the partitions can refuse (KIP-848's epochs, in Kafka).
+
+Every pipeline commits its progress to the group through a transactional producer whose
+``transactional_id`` belongs to its consumer id (``commit_id``), in a transaction of its
+own per commit (``TxnOffsetCommit``). Two things follow from Kafka's transaction protocol:
+
+- a restarted pipeline opens the same id and so fences its zombie: an earlier incarnation's
+  commit fails with ProducerFenced from then on;
+- a pipeline that takes partitions over from a holder whose lease ran out first *fences the
+  holder's id* (``fence``: ``init_transactions`` under it, which also aborts a transaction
+  the holder left open), and only then reads the group's committed offsets. Whatever the
+  holder commits after that is refused, so the group's offsets never move under the new
+  owner's feet, and a holder paused past its lease learns on its first commit that it has
+  been replaced (``CommitFencedError``: stop reading now).
+
+Each commit carries the plan generation and the consumer in its metadata string
+(``spark-lag-assign consumer=C generation=N``), so the group's offsets say who committed
+them under which plan. A sink that writes to Kafka can put its records in the same
+transaction as the offsets (``write``): a fenced pipeline's records are then aborted too and
+never reach a ``read_committed`` reader. Measured on the local broker: ``init_transactions``
+~0.2-0.4 s, a commit ~0.2 s.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from spark_lag_assign.consume.options import TopicPartition
+from spark_lag_assign.errors import CommitFencedError, KafkaCommitError, one_line
+
+log = logging.getLogger(__name__)
+
+#: text in kafka-python's errors when the transactional id has a newer holder
+_FENCED = ("ProducerFenced", "InvalidProducerEpoch", "TransactionalIdAuthorization", "InvalidProducerIdMapping")
+
+#: how long an open commit transaction may stall ``read_committed`` readers of a sink topic
+TRANSACTION_TIMEOUT_MS = 15000
+
+
+def commit_id(store_name: str, consumer: str) -> str:
+    """The transactional id under which ``consumer`` of the store ``store_name`` commits."""
+    return f"spark-lag-assign.{store_name}.commit.{consumer}"
+
+
+def metadata(consumer: str, generation: int) -> str:
+    """The offset-commit metadata string: who committed, under which plan generation."""
+    return f"spark-lag-assign consumer={consumer} generation={generation}"
+
+
+def parse_metadata(text: str | None) -> tuple[str, int] | None:
+    """(consumer, generation) from a commit's metadata, or None if it is not one of ours."""
+    if not text or not text.startswith("spark-lag-assign "):
+        return None
+    fields = dict(part.split("=", 1) for part in text.split()[1:] if "=" in part)
+    try:
+        return fields["consumer"], int(fields["generation"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _is_fenced(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}"
+    return any(name in text for name in _FENCED)
+
+
+def _producer(bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int) -> Any:
+    from kafka import KafkaProducer
+
+    return KafkaProducer(
+        bootstrap_servers=bootstrap_servers,
+        transactional_id=transactional_id,
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+        request_timeout_ms=timeout_ms,
+        max_block_ms=timeout_ms,
+        client_id="spark-lag-assign-committer",
+        **dict(client_options),
+    )
+
+
+def fence(
+    bootstrap_servers: str,
+    transactional_id: str,
+    client_options: Mapping[str, Any] | None = None,
+    timeout_ms: int = 15000,
+) -> None:
+    """Fence every holder of ``transactional_id``: their later commits are refused and a
+    transaction one of them left open is aborted. ``KafkaCommitError`` if Kafka failed."""
+    from kafka.errors import KafkaError
+
+    try:
+        producer = _producer(bootstrap_servers, transactional_id, client_options or {}, timeout_ms)
+    except (KafkaError, OSError, ValueError, TypeError, AssertionError) as exc:
+        raise KafkaCommitError(f"fencing {transactional_id} failed: {one_line(exc)}") from None
+    try:
+        producer.init_transactions()
+    except (KafkaError, OSError) as exc:
+        raise KafkaCommitError(f"fencing {transactional_id} failed: {one_line(exc)}") from None
+    finally:
+        producer.close(timeout=5)
+
+
+class FencedGroupCommit:
+    """Commits one consumer's offsets to ``group``, each commit one transaction (module docstring).
+
+    Opening it (the first call, or ``open()``) fences earlier holders of the id; after it
+    was fenced itself, every call raises ``CommitFencedError`` until ``open()`` is called
+    again by a pipeline that went back through the whole handover check.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        group: str,
+        transactional_id: str,
+        consumer: str,
+        *,
+        client_options: Mapping[str, Any] | None = None,
+        timeout_ms: int = 15000,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.group = group
+        self.transactional_id = transactional_id
+        self.consumer = consumer
+        self.client_options = dict(client_options or {})
+        self.timeout_ms = timeout_ms
+        self._producer: Any = None
+        self._fenced = False
+        self._lock = threading.RLock()
+
+    def open(self) -> None:
+        """(Re)open the producer: fences any other holder of the id, clears our own fencing."""
+        from kafka.errors import KafkaError
+
+        with self._lock:
+            self._close_locked()
+            try:
+                producer = _producer(self.bootstrap_servers, self.transactional_id, self.client_options, self.timeout_ms)
+            except (KafkaError, OSError, ValueError, TypeError, AssertionError) as exc:
+                raise KafkaCommitError(f"opening the committer {self.transactional_id} failed: {one_line(exc)}") from None
+            try:
+                producer.init_transactions()
+            except (KafkaError, OSError) as exc:
+                producer.close(timeout=5)
+                raise KafkaCommitError(f"opening the committer {self.transactional_id} failed: {one_line(exc)}") from None
+            self._producer, self._fenced = producer, False
+
+    @property
+    def fenced(self) -> bool:
+        return self._fenced
+
+    def __call__(self, offsets: Mapping[TopicPartition, int], generation: int) -> None:
+        """Commit ``{(topic, partition): next offset}`` under ``generation``."""
+        self.write(offsets, generation)
+
+    def write(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        generation: int,
+        topic: str | None = None,
+        records: Iterable[tuple[bytes | None, bytes]] = (),
+    ) -> None:
+        """Send ``records`` (key, value) to ``topic`` and commit ``offsets`` in one transaction.
+
+        ``CommitFencedError`` if a newer owner fenced this id (nothing of it becomes visible);
+        ``KafkaCommitError`` if Kafka failed (nothing is committed; the next call retries).
+        """
+        from kafka.errors import KafkaError
+        from kafka.structs import OffsetAndMetadata
+        from kafka.structs import TopicPartition as KafkaTP
+
+        records = list(records)
+        if not offsets and not records:
+            return
+        with self._lock:
+            if self._fenced:
+                raise CommitFencedError(f"{self.consumer}'s commits are fenced: its partitions have a newer owner")
+            if self._producer is None:
+                self.open()
+            producer = self._producer
+            note = metadata(self.consumer, generation)
+            try:
+                producer.begin_transaction()
+                for key, value in records:
+                    assert topic is not None, "records need a topic"
+                    producer.send(topic, key=key, value=value)
+                if offsets:
+                    producer.send_offsets_to_transaction(
+                        {KafkaTP(t, p): OffsetAndMetadata(o, note, -1) for (t, p), o in sorted(offsets.items())},
+                        self.group,
+                    )
+                producer.commit_transaction()
+            except (KafkaError, OSError, AssertionError) as exc:
+                if _is_fenced(exc):
+                    self._fenced = True
+                    self._close_locked()
+                    raise CommitFencedError(
+                        f"{self.consumer}'s commit under generation {generation} was refused: "
+                        f"a newer owner fenced {self.transactional_id}"
+                    ) from None
+                self._close_locked()  # an abortable or broken state is not reused: reopen next time
+                raise KafkaCommitError(f"committing offsets for group {self.group} failed: {one_line(exc)}") from None
+
+    def _close_locked(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.close(timeout=5)
+            except Exception:  # closing a broken client must not hide why it broke
+                log.debug("closing the committer's producer failed", exc_info=True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+
+__all__ = ["FencedGroupCommit", "TRANSACTION_TIMEOUT_MS", "commit_id", "fence", "metadata", "parse_metadata"]
