@@ -1,19 +1,21 @@
 """An example pipeline that reads as the plan says: one ``PlanFollower`` per consumer.
 
     spark-submit --jars "$(python -c 'from spark_lag_assign.jvm import spark_kafka_jars as j; print(j())')" \\
-        jobs/example_pipeline.py --plan out/demo --consumers C0 \\
+        jobs/example_pipeline.py --store out/demo --consumers C0 \\
         --bootstrap-servers 127.0.0.1:9092 --output out/demo/sink --checkpoints out/demo/checkpoints
 
 (``--packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0`` does the same on a cluster;
 ``--local`` runs it without spark-submit, in a local session with the jars ``make jvm`` fetched.)
 
-Each consumer's records go to Parquet, in a file sink per plan generation,
-``<output>/<consumer>/gen-<NNNNNN>`` (a file sink belongs to one checkpoint, and each
-generation has its own), with columns topic, partition, offset, timestamp and value (as a
+``--store`` is the planner's store: ``kafka://HOST:PORT/NAME``, ``hdfs://...`` or a plan
+directory. Each consumer's records go to Parquet, in a file sink per checkpoint,
+``<output>/<consumer>/gen-<NNNNNN>-<incarnation>`` (a file sink belongs to one checkpoint,
+and each generation and each run has its own; ``--output`` and ``--checkpoints`` may be
+URIs such as ``hdfs://nn:8020/sinks``), with columns topic, partition, offset, timestamp and value (as a
 string). Every completed micro-batch's end offsets are committed to the plan's consumer
 group, so the planner and any lag monitor see the pipeline's lag. Without
 ``--available-now`` it runs until Ctrl-C or SIGTERM and follows each new plan generation,
-handing partitions over as ``spark_lag_assign.stream`` describes; with it, it reads the
+handing partitions over as ``spark_lag_assign.consume`` describes; with it, it reads the
 backlog and stops. At the end it prints per consumer how many records it wrote from which
 partitions, and what it committed.
 
@@ -33,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from spark_lag_assign.errors import SparkLagAssignError
-from spark_lag_assign.stream import AssignedStream, PlanFollower, RunSummary, StartQuery
+from spark_lag_assign.consume import AssignedStream, PlanFollower, RunSummary, StartQuery
+from spark_lag_assign.uris import join_uri, local_path
 
 log = logging.getLogger("example_pipeline")
 
@@ -42,12 +45,12 @@ COLUMNS = ("topic", "partition", "offset", "timestamp", "CAST(value AS STRING) A
 SINK_SCHEMA = "topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, value STRING"
 
 
-def sink_dir(output: str | Path, consumer: str, generation: int) -> Path:
-    """Where one consumer's records of one plan generation go."""
-    return Path(output) / consumer / f"gen-{generation:06d}"
+def sink_dir(output: str, consumer: str, checkpoint: str) -> str:
+    """Where one consumer's records under one checkpoint (a generation, a run) go."""
+    return join_uri(output, consumer, checkpoint.rstrip("/").rsplit("/", 1)[-1])
 
 
-def parquet_sink(output: str | Path, *, available_now: bool = False, interval: str = "2 seconds") -> StartQuery:
+def parquet_sink(output: str, *, available_now: bool = False, interval: str = "2 seconds") -> StartQuery:
     """A ``start(stream, checkpoint)`` that writes the records to Parquet, one file sink per generation."""
 
     def start(stream: AssignedStream, checkpoint: str) -> Any:
@@ -55,7 +58,7 @@ def parquet_sink(output: str | Path, *, available_now: bool = False, interval: s
             stream.df.selectExpr(*COLUMNS)
             .writeStream.format("parquet")
             .queryName(f"example-{stream.consumer}-gen{stream.generation}")
-            .option("path", str(sink_dir(output, stream.consumer, stream.generation)))
+            .option("path", sink_dir(output, stream.consumer, checkpoint))
             .option("checkpointLocation", checkpoint)
         )
         writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=interval)
@@ -64,11 +67,13 @@ def parquet_sink(output: str | Path, *, available_now: bool = False, interval: s
     return start
 
 
-def report(spark: Any, output: str | Path, summary: RunSummary) -> str:
+def report(spark: Any, output: str, summary: RunSummary) -> str:
     """One consumer's records per partition, read back from its sinks (committed batches only)."""
     from pyspark.sql import functions as F
 
-    dirs = sorted(str(d) for d in (Path(output) / summary.consumer).glob("gen-*") if (d / "_spark_metadata").is_dir())
+    local = local_path(output)
+    root = Path(local) / summary.consumer if local is not None else None
+    dirs = sorted(str(d) for d in root.glob("gen-*") if (d / "_spark_metadata").is_dir()) if root is not None else []
     counts: dict[tuple[str, int], int] = {}
     for d in dirs:  # one read per sink: Spark only honours a sink's log when given its own directory
         for row in spark.read.schema(SINK_SCHEMA).parquet(d).groupBy("topic", "partition").agg(F.count("*").alias("n")).collect():
@@ -86,7 +91,10 @@ def report(spark: Any, output: str | Path, summary: RunSummary) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plan", required=True, help="the planner's output directory")
+    parser.add_argument(
+        "--store", "--plan", dest="store", required=True,
+        help="the planner's store: kafka://HOST:PORT/NAME, hdfs://..., or a plan directory",
+    )  # fmt: skip
     parser.add_argument("--consumers", required=True, help="comma-separated consumer ids to run in this application")
     parser.add_argument("--bootstrap-servers", required=True, help="Kafka bootstrap servers")
     parser.add_argument("--output", required=True, help="root directory of the Parquet sinks")
@@ -96,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-offsets-per-trigger", type=int, help="Kafka source maxOffsetsPerTrigger")
     parser.add_argument("--poll-interval", type=float, default=5.0, help="seconds between plan polls (default 5)")
     parser.add_argument("--handover-timeout", type=float, default=300.0, help="seconds to wait for a release (default 300)")
+    parser.add_argument("--lease", type=float, default=30.0, help="seconds a claim holds without renewal (default 30)")
     parser.add_argument("--local", action="store_true", help="a local session with the Maven-fetched jars, no spark-submit")
     return parser
 
@@ -121,13 +130,14 @@ def run(spark: Any, args: argparse.Namespace, on_started: Callable[[list[PlanFol
     followers = [
         PlanFollower(
             spark,
-            args.plan,
+            args.store,
             consumer,
             start,
             checkpoint_root=args.checkpoints,
             kafka_options=options,
             poll_interval=args.poll_interval,
             handover_timeout=args.handover_timeout,
+            lease=args.lease,
         )
         for consumer in consumers
     ]

@@ -34,9 +34,9 @@ _STREAM_NAMES = ("read_assigned", "PlanFollower", "AssignedStream")
 
 def __getattr__(name: str) -> Any:
     if name in _STREAM_NAMES:
-        from spark_lag_assign import stream
+        from spark_lag_assign import consume
 
-        return getattr(stream, name)
+        return getattr(consume, name)
     raise AttributeError(f"module 'spark_lag_assign' has no attribute {name!r}")
 
 

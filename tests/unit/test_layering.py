@@ -21,6 +21,13 @@ PURE = [
     "spark_lag_assign.offsets",
     "spark_lag_assign.report",
     "spark_lag_assign.simulate",
+    "spark_lag_assign.uris",
+    # the control plane: its protocol and store interface are pure; the consume package
+    # imports Spark only inside the calls that need a session
+    "spark_lag_assign.store",
+    "spark_lag_assign.store.base",
+    "spark_lag_assign.consume",
+    "spark_lag_assign.consume.protocol",
 ]
 
 

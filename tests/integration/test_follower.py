@@ -1,6 +1,7 @@
 """Pipelines that follow the plan, against the real broker and real Spark: the loop
 plan -> pipelines -> committed lag -> plan, handovers between generations while a producer
-keeps writing, and the faults a pipeline must survive or report."""
+keeps writing, and the faults a pipeline must survive or report. The store here is a plan
+directory (the Kafka store is proven by tests/integration/test_handover_processes.py)."""
 
 from __future__ import annotations
 
@@ -27,20 +28,16 @@ from spark_lag_assign.errors import (
     NothingAssignedError,
     PlanError,
 )
-from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
+from spark_lag_assign.consume import PlanFollower, RunSummary, read_assigned
+from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id
 from spark_lag_assign.offsets import read_offsets
-from spark_lag_assign.stream import (
-    Claim,
-    KafkaGroupCommit,
-    PlanFollower,
-    RunSummary,
-    read_assigned,
-    read_claims,
-    write_claim,
-)
+from spark_lag_assign.store import ClaimRecord, open_store
+from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
+from tests.contract import directory_faults
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_PER_TRIGGER = 50  # a micro-batch holds at most this many records: the duplicate bound per moved partition
+LEASE = 10.0
 
 
 def load_example() -> ModuleType:
@@ -142,7 +139,8 @@ class Running:
 
 def follower(spark: Any, plan_dir: Path, consumer: str, root: Path, bootstrap: str, **options: Any) -> PlanFollower:
     settings: dict[str, Any] = {
-        "checkpoint_root": root / "checkpoints",
+        "checkpoint_root": str(root / "checkpoints"),
+        "lease": LEASE,
         "kafka_options": {"kafka.bootstrap.servers": bootstrap, "maxOffsetsPerTrigger": MAX_PER_TRIGGER},
         "poll_interval": 1.0,
         "handover_timeout": 120.0,
@@ -150,7 +148,18 @@ def follower(spark: Any, plan_dir: Path, consumer: str, root: Path, bootstrap: s
         "stop_timeout": 20.0,
     }
     settings.update(options)
-    return PlanFollower(spark, plan_dir, consumer, example.parquet_sink(root / "sink", interval="1 second"), **settings)
+    return PlanFollower(spark, str(plan_dir), consumer, example.parquet_sink(str(root / "sink"), interval="1 second"), **settings)
+
+
+def claims(plan_dir: Path) -> dict[str, ClaimRecord]:
+    with open_store(str(plan_dir)) as store:
+        found = store.claims()
+    assert all(isinstance(c, ClaimRecord) for c in found.values()), found
+    return found  # type: ignore[return-value]
+
+
+def holds(topic: str, *partitions: int) -> frozenset[tuple[str, int]]:
+    return frozenset((topic, p) for p in partitions)
 
 
 def read_sinks(spark: Any, root: Path) -> pd.DataFrame:
@@ -274,9 +283,8 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
             first_read = records[(records["consumer"] == new_owner) & (records["generation"] == g) & (records["partition"] == p)]
             assert int(first_read["offset"].min()) == final
     # what the followers left behind: C1 holds nothing, the others released on stop
-    claims = read_claims(plan_dir / "handover")
-    assert {c: (x.generation, x.assign, x.state) for c, x in claims.items() if isinstance(x, Claim)} == {
-        "C0": (3, {}, "released"), "C1": (3, {}, "left"), "C2": (3, {}, "released"),
+    assert {c: (x.generation, x.holds, x.state) for c, x in claims(plan_dir).items()} == {
+        "C0": (3, frozenset(), "released"), "C1": (3, frozenset(), "left"), "C2": (3, frozenset(), "released"),
     }  # fmt: skip
 
 
@@ -284,14 +292,16 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
 
 
 def hand_plan(directory: Path, generation: int, consumers: dict[str, dict[str, list[int]]], starting: dict[str, dict[str, dict[str, int]]], group: str | None = "fixed-it") -> None:
+    """Publish a plan written by hand as the store's next generation (which must be ``generation``)."""
     rows = [
         (c, t, p, 0, starting.get(c, {}).get(t, {}).get(str(p), -2))
         for c, assign in consumers.items() for t, ps in assign.items() for p in ps
     ]  # fmt: skip
     frame = pd.DataFrame(rows, columns=list(plan_io.PLAN_COLUMNS))
     doc = plan_io.build_plan(frame, {c: [t for t in a] or ["fixed"] for c, a in consumers.items()}, generation=generation, strategy="range", reset="earliest", group=group)
-    with plan_io.locked(directory):
-        plan_io.write_plan(directory, doc)
+    with open_store(str(directory)) as store, store.publisher() as publisher:
+        assert publisher.next_generation() == generation
+        publisher.publish(doc)
 
 
 @pytest.fixture(scope="module")
@@ -305,7 +315,7 @@ def test_read_assigned_streams_the_consumers_partitions_from_the_planned_offsets
     kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
     hand_plan(tmp_path, 1, {"A": {fixed: [0, 2]}, "B": {fixed: [1]}}, {"A": {fixed: {"0": 25, "2": -2}}})
-    stream = read_assigned(spark, tmp_path, "A", bootstrap_servers=kafka.bootstrap_servers, maxOffsetsPerTrigger=7)
+    stream = read_assigned(spark, str(tmp_path), "A", bootstrap_servers=kafka.bootstrap_servers, maxOffsetsPerTrigger=7)
     assert (stream.generation, stream.assign, stream.group) == (1, {fixed: [0, 2]}, "fixed-it")
     assert stream.starting_offsets == {fixed: {"0": 25, "2": -2}}
     assert stream.options == {"kafka.bootstrap.servers": kafka.bootstrap_servers, "maxOffsetsPerTrigger": "7"}
@@ -320,36 +330,33 @@ def test_read_assigned_streams_the_consumers_partitions_from_the_planned_offsets
     assert got == sorted([f"fixed:0:{s}" for s in range(25, 30)] + [f"fixed:2:{s}" for s in range(10)])
 
 
-@pytest.mark.parametrize("damage", ["no-directory", "not-json", "no-current"])
+@pytest.mark.parametrize("damage", ["no-plan", "damaged"])
 def test_a_missing_or_unreadable_plan_at_start_is_a_clear_error(
     kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path, damage: str  # type: ignore[no-untyped-def]
 ) -> None:
     plan_dir = tmp_path / "plan"
-    if damage != "no-directory":
+    if damage == "damaged":
         hand_plan(plan_dir, 1, {"A": {fixed: [0]}}, {})
-    if damage == "not-json":
-        (plan_dir / "generations" / "000001" / "plan.json").write_text('{"format": 1, "generation": ')
-    if damage == "no-current":
-        (plan_dir / "current").unlink()
-    expected = r"not valid JSON" if damage == "not-json" else r"no plan at .*plan\.json"
+        directory_faults.damage_generation(plan_dir, 1)
+    expected = r"no plan in the store .*plan"
     with pytest.raises(PlanError, match=expected):
-        read_assigned(spark, plan_dir, "A", bootstrap_servers=kafka.bootstrap_servers)
+        read_assigned(spark, str(plan_dir), "A", bootstrap_servers=kafka.bootstrap_servers)
     with pytest.raises(PlanError, match=expected):
         follower(spark, plan_dir, "A", tmp_path, kafka.bootstrap_servers).run()
-    assert not (plan_dir / "handover").exists()  # it claimed nothing
+    assert claims(plan_dir) == {}  # it claimed nothing
 
 
 def test_a_consumer_the_plan_does_not_name_is_a_clear_error(
     kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
-    hand_plan(tmp_path, 4, {"A": {fixed: [0, 1, 2]}, "idle": {}}, {})
-    message = r"consumer 'Z' is not in generation 4 of the plan at .* \(consumers: A, idle\)"
+    hand_plan(tmp_path, 1, {"A": {fixed: [0, 1, 2]}, "idle": {}}, {})
+    message = r"consumer 'Z' is not in generation 1 of the plan at .* \(consumers: A, idle\)"
     with pytest.raises(ConsumerNotInPlanError, match=message):
-        read_assigned(spark, tmp_path, "Z", bootstrap_servers=kafka.bootstrap_servers)
+        read_assigned(spark, str(tmp_path), "Z", bootstrap_servers=kafka.bootstrap_servers)
     with pytest.raises(ConsumerNotInPlanError, match=message):
         follower(spark, tmp_path, "Z", tmp_path, kafka.bootstrap_servers).run()
-    with pytest.raises(NothingAssignedError, match="'idle' has no partitions in generation 4"):
-        read_assigned(spark, tmp_path, "idle", bootstrap_servers=kafka.bootstrap_servers)
+    with pytest.raises(NothingAssignedError, match="'idle' has no partitions in generation 1"):
+        read_assigned(spark, str(tmp_path), "idle", bootstrap_servers=kafka.bootstrap_servers)
 
 
 def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
@@ -358,16 +365,18 @@ def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
     plan_dir = tmp_path / "plan"
     hand_plan(plan_dir, 1, {"A": {fixed: [0, 1]}, "B": {fixed: [2]}}, {})
     hand_plan(plan_dir, 2, {"A": {fixed: [0]}, "B": {fixed: [1, 2]}}, {})
-    # A read generation 1 and died without releasing: its claim still names fixed-1
-    write_claim(plan_dir / "handover", Claim("A", 1, {fixed: [0, 1]}, "reading"))
+    # A read generation 1 and hangs without releasing: its claim names fixed-1, with a long lease
+    with open_store(str(plan_dir)) as store, store.claim_writer("A") as writer:
+        writer.write(1, holds(fixed, 0, 1), lease=600.0, state="reading")
     started = time.monotonic()
-    with caplog.at_level(logging.ERROR, logger="spark_lag_assign.stream"):
+    with caplog.at_level(logging.ERROR, logger="spark_lag_assign"):
         with pytest.raises(HandoverTimeoutError, match=r"B waited 3s .* A holds fixed-1 under generation 1"):
             follower(spark, plan_dir, "B", tmp_path, kafka.bootstrap_servers, handover_timeout=3.0).run()
     assert 3 <= time.monotonic() - started < 30
     assert any("A holds fixed-1 under generation 1" in r.getMessage() for r in caplog.records)
-    claims = read_claims(plan_dir / "handover")
-    assert isinstance(claims["B"], Claim) and (claims["B"].generation, claims["B"].assign) == (2, {})  # it read nothing, so it holds nothing
+    found = claims(plan_dir)
+    assert (found["B"].generation, found["B"].holds) == (2, frozenset())  # it read nothing, so it holds nothing
+    assert (found["A"].generation, found["A"].holds) == (1, holds(fixed, 0, 1))
     assert not (tmp_path / "sink" / "B").exists()
 
 
@@ -415,53 +424,22 @@ def trickle(kafka: LocalKafka, request: pytest.FixtureRequest) -> Iterator[tuple
     assert producer.error is None
 
 
-def test_an_unreadable_or_missing_plan_while_running_keeps_the_last_good_one(
-    kafka: LocalKafka, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, trickle: tuple[str, str, Producer]  # type: ignore[no-untyped-def]
-) -> None:
-    topic, group, producer = trickle
-    plan_dir = tmp_path / "plan"
-    plan_range(spark, kafka.bootstrap_servers, group, topic, "A", plan_dir)
-    plan_file = plan_dir / "generations" / "000001" / "plan.json"
-    good = plan_file.read_text()
-    caplog.set_level(logging.INFO, logger="spark_lag_assign.stream")
-    run = Running(follower(spark, plan_dir, "A", tmp_path, kafka.bootstrap_servers))
-    try:
-        wait_until(lambda: run.started(1), 120, "A reads generation 1")
-        plan_file.write_text("{ torn")
-        wait_until(lambda: any(e.kind == "plan-unreadable" for e in run.follower.events), 30, "A notices the bad plan")
-        (plan_dir / "current").rename(plan_dir / "current.away")
-        wait_until(lambda: sum(e.kind == "plan-unreadable" for e in run.follower.events) == 2, 30, "A notices the missing plan")
-        mark = dict(producer.sent)
-        wait_until(lambda: caught_up(kafka.bootstrap_servers, group, topic, mark), 120, "A keeps reading and committing")
-        assert run.follower.query is not None and run.follower.query.isActive and run.follower.generation == 1
-        (plan_dir / "current.away").rename(plan_dir / "current")
-        plan_file.write_text(good)
-        wait_until(lambda: any(e.kind == "plan-readable" for e in run.follower.events), 30, "A sees the plan again")
-    finally:
-        summary = run.finish()
-    assert summary.reason == "stopped" and summary.generations == [1]
-    assert [e.kind for e in summary.events].count("start") == 1  # never restarted its query
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("A keeps following generation 1" in w and "not valid JSON" in w for w in warnings), warnings
-    assert any("A keeps following generation 1" in w and "no plan at" in w for w in warnings), warnings
-
-
 def test_a_failed_commit_is_logged_and_caught_up_by_the_next_batch(
     kafka: LocalKafka, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, trickle: tuple[str, str, Producer]  # type: ignore[no-untyped-def]
 ) -> None:
     topic, group, producer = trickle
     plan_dir = tmp_path / "plan"
     plan_range(spark, kafka.bootstrap_servers, group, topic, "A", plan_dir)
-    real = KafkaGroupCommit(kafka.bootstrap_servers)
+    real = FencedGroupCommit(kafka.bootstrap_servers, group, commit_id("plan", "A"), "A")
     calls: list[dict[tuple[str, int], int]] = []
 
-    def broker_away_once(group_id: str, offsets: Any, metadata: str) -> None:
+    def broker_away_once(offsets: Any, generation: int) -> None:
         calls.append(dict(offsets))
         if len(calls) == 2:  # the broker is unreachable for this one commit
-            raise KafkaCommitError(f"committing offsets for group {group_id} failed: KafkaConnectionError: injected")
-        real(group_id, offsets, metadata)
+            raise KafkaCommitError(f"committing offsets for group {group} failed: KafkaConnectionError: injected")
+        real(offsets, generation)
 
-    caplog.set_level(logging.WARNING, logger="spark_lag_assign.stream")
+    caplog.set_level(logging.WARNING, logger="spark_lag_assign")
     run = Running(follower(spark, plan_dir, "A", tmp_path, kafka.bootstrap_servers, commit=broker_away_once))
     try:
         wait_until(lambda: len(calls) >= 3, 120, "a commit after the failed one")
@@ -493,15 +471,15 @@ def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand
         return plan_range(spark, bootstrap, group, topic, consumers, plan_dir)
 
     replan("A")
-    real = KafkaGroupCommit(bootstrap)
+    real = FencedGroupCommit(bootstrap, group, commit_id("plan", "A"), "A")
     broker_away = threading.Event()
 
-    def commit_unless_away(group_id: str, offsets: Any, metadata: str) -> None:
+    def commit_unless_away(offsets: Any, generation: int) -> None:
         if broker_away.is_set():
-            raise KafkaCommitError(f"committing offsets for group {group_id} failed: KafkaConnectionError: injected")
-        real(group_id, offsets, metadata)
+            raise KafkaCommitError(f"committing offsets for group {group} failed: KafkaConnectionError: injected")
+        real(offsets, generation)
 
-    caplog.set_level(logging.WARNING, logger="spark_lag_assign.stream")
+    caplog.set_level(logging.WARNING, logger="spark_lag_assign")
     running: list[Running] = []
     first = Running(follower(spark, plan_dir, "A", tmp_path, bootstrap, commit=commit_unless_away, commit_timeout=2.0))
     try:
@@ -513,8 +491,8 @@ def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand
         first.thread.join(120)
         assert isinstance(first.error, KafkaCommitError) and "did not succeed within 2s" in str(first.error)
         # A read further than the group holds, so it keeps claiming both partitions under generation 1
-        claim = read_claims(plan_dir / "handover")["A"]
-        assert isinstance(claim, Claim) and (claim.generation, claim.assign) == (1, {topic: [0, 1]})
+        claim = claims(plan_dir)["A"]
+        assert (claim.generation, claim.holds) == (1, holds(topic, 0, 1))
         assert claim.state != "released"
         assert any("A keeps its claim" in r.getMessage() for r in caplog.records)
         with pytest.raises(HandoverTimeoutError, match=rf"B waited 3s .* A holds {topic}-1 under generation 1"):
@@ -577,9 +555,9 @@ def test_a_broker_outage_between_a_batch_and_its_commit_is_caught_up_without_a_r
             writer = stream.df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
             return writer.trigger(processingTime="1 second").start()
 
-        caplog.set_level(logging.WARNING, logger="spark_lag_assign.stream")
+        caplog.set_level(logging.WARNING, logger="spark_lag_assign")
         run = Running(PlanFollower(
-            spark, plan_dir, "A", start, checkpoint_root=tmp_path / "checkpoints",
+            spark, str(plan_dir), "A", start, checkpoint_root=str(tmp_path / "checkpoints"),
             kafka_options={"kafka.bootstrap.servers": bootstrap}, poll_interval=1.0, kafka_timeout_ms=3000,
             commit_timeout=30.0, stop_timeout=20.0,
         ))  # fmt: skip

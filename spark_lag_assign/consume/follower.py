@@ -1,0 +1,555 @@
+"""``PlanFollower``: one pipeline's streaming query kept in step with the plan, by the handover protocol.
+
+The decisions are ``spark_lag_assign.consume.protocol.Handover``'s; this class only performs
+them against the real world (the store, Kafka, Spark) and reports what happened. Its loop::
+
+    action = handover.next(now)      # Write | ReadClaims | ReadPlan | Fence | Start | Stop | Wait | Exit
+    perform(action)                  # one store call, one Kafka call or one Spark call
+    handover.<outcome>(...)          # wrote / saw_claims / saw_plan / fenced_commits / started / stopped
+
+``now`` is always this process's monotonic clock, so a pause of the whole process (a GC
+pause, SIGSTOP, a slow node) shows up as time that passed: on resuming, the first thing
+the loop does is notice that its lease has lapsed and stop the query without committing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from spark_lag_assign import plan as plan_io
+from spark_lag_assign.consume.committer import CommitFunction, ProgressCommitter, commit_listener
+from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence
+from spark_lag_assign.consume.options import (
+    Offsets,
+    TopicPartition,
+    offsets_json,
+    read_group_starting_offsets,
+    source_options,
+    tp_names,
+)
+from spark_lag_assign.consume.protocol import (
+    Exit,
+    Fence,
+    Handover,
+    Holds,
+    ReadClaims,
+    ReadPlan,
+    Start,
+    Stop,
+    Wait,
+    Write,
+    names,
+)
+from spark_lag_assign.consume.reading import AssignedStream, as_store, consumer_entry, holds_of, load_plan, stream_for
+from spark_lag_assign.errors import (
+    CommitFencedError,
+    HandoverTimeoutError,
+    KafkaCommitError,
+    KafkaReadError,
+    PlanError,
+    one_line,
+)
+from spark_lag_assign.store import ClaimFencedError, ClaimRecord, Store, StoreError
+from spark_lag_assign.uris import join_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+StartQuery = Callable[[AssignedStream, str], "StreamingQuery"]
+"""``start(stream, checkpoint_location) -> StreamingQuery``: the pipeline's own processing and sink."""
+
+
+@dataclass(frozen=True)
+class FollowerEvent:
+    """What a follower did and when (``time.monotonic()``), for logs and tests."""
+
+    at: float
+    kind: str  # claim | start | stop | fence | plan | left | drained | stopped | idle | fenced | ...
+    generation: int
+    assign: dict[str, list[int]]
+    detail: str = ""
+
+
+@dataclass
+class RunSummary:
+    consumer: str
+    reason: str  # stopped | left | drained | idle | fenced
+    generations: list[int]
+    events: list[FollowerEvent]
+    committed: Offsets
+    commit_failures: int
+    incarnation: str = ""
+    refused: int = field(default=0)
+
+
+def _assign_of(holds: Holds) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for topic, partition in sorted(holds):
+        out.setdefault(topic, []).append(partition)
+    return out
+
+
+class PlanFollower:
+    """Keeps one consumer's streaming query in step with the plan (see ``spark_lag_assign.consume``).
+
+        follower = PlanFollower(spark, "kafka://broker:9092/orders", "pipeline-a", start,
+                                checkpoint_root="hdfs://nn:8020/chk/orders",
+                                kafka_options={"kafka.bootstrap.servers": "broker:9092"})
+        follower.run()          # blocks; follower.stop() from another thread ends it
+
+    ``store``: a store URI or an open ``Store`` (a plan directory's path is a store URI).
+    ``start(stream, checkpoint)`` builds and starts the query from ``stream.df`` with that
+    checkpoint location (a URI: ``hdfs://``, ``s3a://``, a local path). ``lease``: seconds
+    within which this pipeline stops reading after its last claim write if it cannot write
+    another; others wait that long before they take its partitions over.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        store: Store | str,
+        consumer: str,
+        start: StartQuery,
+        *,
+        checkpoint_root: str,
+        kafka_options: Mapping[str, Any],
+        client_options: Mapping[str, Any] | None = None,
+        group: str | None = None,
+        lease: float = 30.0,
+        poll_interval: float = 5.0,
+        handover_timeout: float = 300.0,
+        commit_timeout: float = 60.0,
+        stop_timeout: float = 60.0,
+        kafka_timeout_ms: int = 15000,
+        commit: CommitFunction | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        plan_io.check_consumer_ids([consumer])
+        self.spark = spark
+        self.store, self._own_store = as_store(store, client_options)
+        self.consumer = consumer
+        self.start_query = start
+        self.checkpoint_root = str(checkpoint_root)
+        self.options = source_options(kafka_options)
+        self.bootstrap_servers = self.options["kafka.bootstrap.servers"]
+        self.client_options = dict(client_options or {})
+        self.group = group
+        self.lease = lease
+        self.poll_interval = poll_interval
+        self.handover_timeout = handover_timeout
+        self.commit_timeout = commit_timeout
+        self.stop_timeout = stop_timeout
+        self.kafka_timeout_ms = kafka_timeout_ms
+        self.clock = clock
+        self._given_commit = commit
+        self._commit: FencedGroupCommit | None = None
+        self.committer = ProgressCommitter(self._commit_call, self._reading_generation, self._on_refused)
+        self.events: list[FollowerEvent] = []
+        self._stopping = threading.Event()
+        self._refused = threading.Event()
+        self._query: StreamingQuery | None = None
+        self._core: Handover | None = None
+        self._plans: dict[int, plan_io.Plan] = {}
+        self._generations: list[int] = []
+        self._committed: Offsets = {}
+        self._refusals = 0
+
+    # -- public
+
+    @property
+    def generation(self) -> int:
+        """The plan generation this follower reads under now (0 when it reads nothing)."""
+        core = self._core
+        return core.reading.generation if core is not None and core.reading is not None else 0
+
+    @property
+    def query(self) -> StreamingQuery | None:
+        return self._query
+
+    def stop(self) -> None:
+        """Ask ``run`` to end: it stops the query between batches, commits and releases."""
+        self._stopping.set()
+
+    def lease_valid(self) -> bool:
+        """True while this pipeline may write what it reads: it reads, and its lease has not
+        lapsed by its own clock. A sink checks it before it writes a batch."""
+        core = self._core
+        return core is not None and core.reading is not None and not core.zombie and self.clock() < core.deadline()
+
+    def write_batch(
+        self, offsets: Mapping[TopicPartition, int], topic: str | None = None, records: Any = ()
+    ) -> None:
+        """For a sink that writes to Kafka: ``records`` to ``topic`` and ``offsets`` committed in
+        one transaction under this consumer's fenced id; ``CommitFencedError`` (nothing of it
+        visible to ``read_committed`` readers) when a newer owner took over."""
+        core = self._core
+        if core is None or core.reading is None:
+            raise CommitFencedError(f"{self.consumer} reads nothing now: the batch is not written")
+        if self._commit is None:
+            raise KafkaCommitError("write_batch needs the follower's own Kafka committer (commit=None)")
+        try:
+            self._commit.write(offsets, core.reading.generation, topic, records)
+        except CommitFencedError:
+            self._on_refused("write_batch")
+            raise
+
+    def run(self, *, until_drained: bool = False) -> RunSummary:
+        """Follow the plan until ``stop()``, the consumer leaves the plan, or the query ends by itself.
+
+        With ``until_drained`` a consumer that the plan leaves idle returns at once instead of
+        waiting for partitions (for ``availableNow`` pipelines). Raises ``HandoverTimeoutError``
+        naming who holds what when earlier owners never let go within ``handover_timeout``,
+        ``ClaimFencedError`` when a newer incarnation of this consumer took over, and Spark's
+        error when the query failed.
+        """
+        plan = load_plan(self.store)
+        consumer_entry(plan, self.consumer, self.store.uri)
+        group = self.group or plan.get("group")
+        if not group:
+            raise PlanError(
+                f"the plan in {self.store.uri} names no consumer group (planned from a snapshot?): "
+                "give the follower a group to commit to"
+            )
+        self.group = group
+        writer = self.store.claim_writer(self.consumer)  # fences our zombie's claims
+        core = Handover(
+            self.consumer,
+            writer.incarnation,
+            lease=self.lease,
+            handover_timeout=self.handover_timeout,
+            until_drained=until_drained,
+        )
+        self._core = core
+        core.took_over(writer.predecessor, self.clock())
+        if writer.predecessor is not None:
+            self._event("took-over", f"from incarnation {writer.predecessor.incarnation}, holding {names(writer.predecessor.holds)}")
+        if self._given_commit is None:
+            self._commit = FencedGroupCommit(
+                self.bootstrap_servers,
+                group,
+                commit_id(self.store.name, self.consumer),
+                self.consumer,
+                client_options=self.client_options,
+                timeout_ms=self.kafka_timeout_ms,
+            )
+        self._saw_plan(plan)
+        listener = commit_listener(self.committer)
+        self.spark.streams.addListener(listener)
+        try:
+            outcome = self._loop(core, writer)
+        finally:
+            self.spark.streams.removeListener(listener)
+            if self._query is not None:  # an error left it running: never read without a lease
+                self._query.stop()
+                self._query = None
+            writer.close()
+            if self._commit is not None:
+                self._commit.close()
+            if self._own_store:
+                self.store.close()
+        if outcome.reason == "handover-timeout":
+            detail = "; ".join(b.describe() for b in outcome.blockers) or "nobody released"
+            error = HandoverTimeoutError(
+                f"{self.consumer} waited {self.handover_timeout:g}s for earlier owners of its partitions: {detail}"
+            )
+            log.error("%s", error)
+            raise error
+        if outcome.reason == "fenced":
+            raise ClaimFencedError(f"a newer incarnation of {self.consumer} took its id over: this one stopped")
+        if outcome.reason == "commit-failed":
+            raise KafkaCommitError(
+                f"{self.consumer}'s final commit did not succeed within {self.commit_timeout:g}s; "
+                "its claim stays until its lease runs out"
+            )
+        if outcome.reason == "failed" and self._failure is not None:
+            raise self._failure
+        return RunSummary(
+            self.consumer,
+            outcome.reason,
+            list(self._generations),
+            list(self.events),
+            dict(self._committed),
+            self.committer.failures,
+            core.incarnation,
+            self._refusals,
+        )
+
+    # -- the loop
+
+    _failure: BaseException | None = None
+
+    def _loop(self, core: Handover, writer: Any) -> Exit:
+        while True:
+            self._observe(core)
+            action = core.next(self.clock())
+            if isinstance(action, Exit):
+                self._event(action.reason)
+                return action
+            if isinstance(action, Write):
+                self._write(core, writer, action)
+            elif isinstance(action, ReadClaims):
+                self._read_claims(core)
+            elif isinstance(action, ReadPlan):
+                self._read_plan(core, action)
+            elif isinstance(action, Fence):
+                self._fence(core, action)
+            elif isinstance(action, Start):
+                self._start(core, action)
+            elif isinstance(action, Stop):
+                self._stop(core, action)
+            elif isinstance(action, Wait):
+                self._wait(core, action)
+
+    def _observe(self, core: Handover) -> None:
+        """Carry what other threads saw into the state machine (it is only touched here)."""
+        if self._stopping.is_set():
+            core.request_stop()
+        if self._refused.is_set():
+            self._refused.clear()
+            if core.reading is not None:
+                core.refused_commit()
+        query = self._query
+        if query is not None and core.reading is not None and not core.commit_refused and not query.isActive:
+            error = query.exception()  # a refused write_batch ends the query too: that is no failure
+            if error is not None:
+                log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
+                self._failure = error
+            core.query_ended(failed=error is not None)
+
+    def _event(self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None) -> None:
+        """Record an event; by default under the plan generation seen and what is being read."""
+        core = self._core
+        if holds is None:
+            holds = core.reading.holds if core is not None and core.reading is not None else frozenset()
+        if generation is None:
+            generation = core.plan_generation if core is not None else 0
+        self.events.append(FollowerEvent(time.monotonic(), kind, generation, _assign_of(holds), detail))
+
+    def _saw_plan(self, plan: plan_io.Plan) -> None:
+        assert self._core is not None
+        generation = int(plan["generation"])
+        if generation > self._core.plan_generation:
+            self._plans[generation] = plan
+            for old in [g for g in self._plans if g < generation - 1]:
+                del self._plans[old]
+            self._core.saw_plan(generation, holds_of(plan, self.consumer))
+            self._generations.append(generation)
+            self._event("plan", f"generation {generation}")
+
+    def _committed_json(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for (t, p), o in sorted(self._committed.items()):
+            out.setdefault(t, {})[str(p)] = o
+        return out
+
+    def _write(self, core: Handover, writer: Any, action: Write) -> None:
+        sent = self.clock()
+        try:
+            record = writer.write(action.generation, action.holds, self.lease, action.state, self._committed_json())
+        except ClaimFencedError:
+            log.warning("%s: a newer incarnation took the consumer id over: stopping", self.consumer)
+            core.write_failed(fenced=True, now=self.clock())
+            return
+        except StoreError as exc:
+            log.warning("%s: writing its claim failed, retrying: %s", self.consumer, exc)
+            core.write_failed(fenced=False, now=self.clock())
+            return
+        core.wrote(record, sent)
+        self._event("claim", action.state, action.generation, action.holds)
+
+    def _read_claims(self, core: Handover) -> None:
+        began = self.clock()
+        try:
+            view = self.store.claims()
+        except StoreError as exc:
+            log.warning("%s: reading the claims failed, retrying: %s", self.consumer, exc)
+            self._pause(min(1.0, self.poll_interval))
+            return
+        core.saw_claims(view, began)
+
+    def _read_plan(self, core: Handover, action: ReadPlan) -> None:
+        timeout = max(0.0, min(action.until - self.clock(), self.poll_interval))
+        try:
+            plan = self.store.wait_for_plan(action.newer_than, timeout)
+        except StoreError as exc:
+            log.warning("%s: reading the plan failed, retrying: %s", self.consumer, exc)
+            self._pause(min(1.0, timeout))
+            return
+        if plan is not None:
+            self._saw_plan(plan)
+        else:
+            self._read_claims(core)  # the newer claim may be gone (its plan replaced): look again
+
+    def _fence(self, core: Handover, action: Fence) -> None:
+        try:
+            fence(
+                self.bootstrap_servers,
+                commit_id(self.store.name, action.consumer),
+                self.client_options,
+                self.kafka_timeout_ms,
+            )
+        except KafkaCommitError as exc:
+            log.warning("%s: fencing %s's commits failed, retrying: %s", self.consumer, action.consumer, exc)
+            self._pause(1.0)
+            return
+        core.fenced_commits(action.consumer, action.version)
+        log.info("%s: %s's lease ran out; its commits are fenced", self.consumer, action.consumer)
+        self._event("fence", action.consumer)
+
+    def _start_offsets(self, plan: plan_io.Plan, assign: dict[str, list[int]]) -> dict[str, dict[str, int]]:
+        """The group's committed offsets (else the reset rule), never behind what a releasing
+        owner said in its claim it had committed (the group may not show it yet)."""
+        assert self.group is not None and self._core is not None
+        deadline = time.monotonic() + self.commit_timeout
+        while True:  # a broker away for a moment must not end a pipeline between two generations
+            try:
+                starting = read_group_starting_offsets(
+                    self.bootstrap_servers,
+                    self.group,
+                    assign,
+                    str(plan.get("reset", "latest")),
+                    client_options=self.client_options,
+                    timeout_ms=self.kafka_timeout_ms,
+                )
+                break
+            except KafkaReadError as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("%s cannot read its start offsets yet, retrying: %s", self.consumer, exc)
+                self._pause(1.0)
+        for record in self._core.view.values():
+            if not isinstance(record, ClaimRecord):
+                continue
+            for topic, parts in record.committed.items():
+                for partition, offset in parts.items():
+                    current = starting.get(topic, {}).get(str(partition))
+                    if current is not None and current >= 0 and int(offset) > current:
+                        starting[topic][str(partition)] = int(offset)
+        return starting
+
+    def _start(self, core: Handover, action: Start) -> None:
+        plan = self._plans.get(action.generation) or self.store.get(action.generation)
+        if plan is None:
+            raise PlanError(f"generation {action.generation} is gone from {self.store.uri} before {self.consumer} started it")
+        assign = _assign_of(action.holds)
+        if self._commit is not None:
+            self._commit.open()  # fences our own earlier incarnation's commits; clears a fencing we went through
+        starting = self._start_offsets(plan, assign)
+        stream = stream_for(self.spark, plan, self.consumer, self.store.uri, starting, self.options)
+        checkpoint = join_uri(self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}")
+        query = self.start_query(stream, checkpoint)
+        self._query = query
+        self.committer.track(str(query.id), action.holds)
+        core.started(action.generation, action.holds)
+        self._event("start", offsets_json(starting), action.generation, action.holds)
+        log.info(
+            "%s reads %s under generation %d from %s",
+            self.consumer, tp_names(sorted(action.holds)), action.generation, offsets_json(starting),
+        )  # fmt: skip
+
+    def _stop(self, core: Handover, action: Stop) -> None:
+        query = self._query
+        reading = core.reading
+        result = "skipped"
+        committed: Offsets = {}
+        if query is not None:
+            if action.commit:
+                forced = stop_between_batches(query, self.stop_timeout)
+                if forced:
+                    log.warning(
+                        "%s: no pause between batches within %gs; stopped mid-batch (that batch is read again)",
+                        self.consumer, self.stop_timeout,
+                    )  # fmt: skip
+                progress = query.lastProgress
+                ends = [s.endOffset for s in progress.sources] if progress is not None else []
+                try:
+                    committed = self.committer.finish(str(query.id), ends, timeout=self.commit_timeout)
+                    self._committed.update(committed)
+                    result = "ok"
+                except CommitFencedError:
+                    result = "refused"
+                except KafkaCommitError as exc:
+                    log.error("%s keeps its claim: %s", self.consumer, one_line(exc))
+                    result = "failed"
+            else:
+                query.stop()  # at once: whatever it read after its lease lapsed is not committed
+                self.committer.untrack(str(query.id))
+            self._query = None
+        log.info("%s stops reading: %s (commit: %s)", self.consumer, action.reason, result)
+        # the detail is what the final commit left in the group: where a successor starts
+        detail = json.dumps({f"{t}-{p}": o for (t, p), o in sorted(committed.items())})
+        self._event("stop", detail, reading.generation if reading else None, reading.holds if reading else None)
+        core.stopped(result)
+
+    def _wait(self, core: Handover, action: Wait) -> None:
+        """One step of waiting: a long poll for a newer plan, then a fresh look at the claims
+        (a release, a newer generation's claim); the loop asks the state machine again."""
+        now = self.clock()
+        if now >= action.until or self._stopping.is_set() or self._refused.is_set():
+            return
+        step = min(action.until - now, 1.0 if core.reading is not None or action.blockers else self.poll_interval)
+        try:
+            plan = self.store.wait_for_plan(core.plan_generation, max(0.05, step))
+        except StoreError as exc:
+            log.warning("%s: reading the plan failed: %s", self.consumer, exc)
+            self._pause(min(1.0, max(0.05, step)))
+            return
+        if plan is not None:
+            self._saw_plan(plan)
+            return
+        self._read_claims(core)
+
+    def _pause(self, seconds: float) -> None:
+        self._stopping.wait(max(0.0, seconds))
+
+    # -- the committer's callbacks (other threads)
+
+    def _commit_call(self, offsets: Mapping[TopicPartition, int], generation: int) -> None:
+        if self._given_commit is not None:
+            self._given_commit(offsets, generation)
+            return
+        assert self._commit is not None
+        self._commit(offsets, generation)
+
+    def _reading_generation(self) -> int:
+        return self.generation
+
+    def _on_refused(self, query_id: str) -> None:
+        self._refusals += 1
+        self._refused.set()
+
+
+def stop_between_batches(query: StreamingQuery, timeout: float) -> bool:
+    """Stop a query while none of its batches is being processed; True if it had to stop one mid-way.
+
+    ``stop()`` interrupts whatever the query does. Interrupting a trigger while it only asks
+    Kafka for offsets, or sleeps until the next trigger, loses nothing; interrupting the
+    processing of a batch makes the sink redo it, and a Python ``foreachBatch`` interrupted
+    that way makes Spark 4.0 log a StackOverflowError. Under load batches run back to back,
+    so waiting for an idle trigger alone might never end: the offset-fetching phase at the
+    start of every batch is the boundary this waits for.
+    """
+    deadline = time.monotonic() + timeout
+    while query.isActive:
+        status = query.status
+        processing = bool(status.get("isTriggerActive")) and str(status.get("message", "")).startswith("Processing")
+        if not processing:
+            query.stop()
+            return False
+        if time.monotonic() >= deadline:
+            query.stop()
+            return True
+        time.sleep(0.02)
+    return False  # it ended by itself (availableNow, or failed): nothing left to stop
+
+
+__all__ = ["FollowerEvent", "PlanFollower", "RunSummary", "StartQuery", "stop_between_batches"]
