@@ -74,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reset", choices=["earliest", "latest", "none"], help="the group's auto.offset.reset (default latest)")
     p.add_argument("--seed", type=int, help="seed of the shuffle strategy (default 0)")
     p.add_argument("--option", metavar="K=V", action="append", help="a strategy option, e.g. tolerance=0.05")
-    p.add_argument("--output", metavar="DIR", help="the plan directory (its current plan is the previous one)")
+    p.add_argument(
+        "--output", "--store", dest="output", metavar="STORE",
+        help="where plans live: a plan directory or kafka://HOST:PORT/NAME (its newest plan is the previous one)",
+    )  # fmt: skip
     p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
     p.add_argument("--timings", action="store_true", help="time each phase apart (materializes the lag stage)")
 
@@ -83,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", metavar="FILE", required=True, help="where to write (.csv, .jsonl or .parquet)")
 
     w = sub.add_parser("show", help="print a plan with its quality metrics and what moved")
-    w.add_argument("directory", metavar="DIR")
+    w.add_argument("store", metavar="STORE", help="a plan directory or kafka://HOST:PORT/NAME")
     w.add_argument("--generation", type=int, metavar="N", help="an older generation instead of the current one")
     w.add_argument("--limit", type=int, default=40, metavar="N", help="consumers to list (default 40)")
 
@@ -111,8 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--option", metavar="K=V", action="append", help="a strategy option, given to the strategies that take it")
     m.add_argument(
         "--previous",
-        metavar="DIR",
-        help="a plan directory: its current plan is simulated too (as 'current') and sticky strategies start from it",
+        metavar="STORE",
+        help="a plan directory or kafka://HOST:PORT/NAME: its newest plan is simulated too (as 'current') and sticky strategies start from it",
     )
     m.add_argument("--limit", type=int, default=10, metavar="N", help="slowest consumers listed per strategy (default 10)")
     return parser
@@ -157,7 +160,7 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
     print(report.summary(result.plan))
     if args.timings:
         print("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.phases.items()))
-    print(f"wrote {args.output or settings.output}/plan.json (generation {result.plan['generation']})")
+    print(f"published generation {result.plan['generation']} to {result.store}")
     return 0
 
 
@@ -186,17 +189,17 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from spark_lag_assign import plan as plan_io, report
+    from spark_lag_assign import report
+    from spark_lag_assign.store import open_store
 
-    current = (
-        plan_io.read_plan(args.directory)
-        if args.generation is None
-        else plan_io.read_generation(args.directory, args.generation)
-    )
-    if current is None:
-        raise ConfigError(f"{args.directory} has no generation {args.generation}")
+    with open_store(args.store) as store:
+        current = store.latest() if args.generation is None else store.get(args.generation)
+        if current is None:
+            kept = store.generations()
+            what = "no plan" if args.generation is None else f"no generation {args.generation}"
+            raise ConfigError(f"{args.store} has {what} (generations kept: {', '.join(map(str, kept)) or 'none'})")
+        previous = store.get(current["generation"] - 1) if current["generation"] > 1 else None
     print(report.summary(current, args.limit))
-    previous = plan_io.read_generation(args.directory, current["generation"] - 1) if current["generation"] > 1 else None
     if previous is not None:
         print(report.moves(previous, current))
     return 0
@@ -234,9 +237,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     previous = None
     unplanned = 0
     if args.previous is not None:
-        current = plan_io.read_current(args.previous)
+        from spark_lag_assign.store import open_store
+
+        with open_store(args.previous) as store:
+            current = store.latest()
         if current is None:
-            raise ConfigError(f"--previous {args.previous}: the directory holds no plan")
+            raise ConfigError(f"--previous {args.previous}: the store holds no plan")
         previous = plan_io.assignment_frame(current)
         # partitions deleted since are gone; partitions created since are read by nobody under this plan
         kept = previous.merge(lags, on=["topic", "partition"], how="inner")

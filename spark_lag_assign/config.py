@@ -38,6 +38,7 @@ from spark_lag_assign.assignors import DEFAULT_STRATEGY, get_strategy
 from spark_lag_assign.errors import ConfigError, InputError
 from spark_lag_assign.lag import check_reset
 from spark_lag_assign.plan import check_consumer_ids
+from spark_lag_assign.store import parse_uri
 
 _SECTIONS: dict[str, set[str]] = {
     "kafka": {"bootstrap_servers", "group", "topics", "topic_pattern", "timeout_ms", "client", "client_env"},
@@ -50,7 +51,7 @@ _SECTIONS: dict[str, set[str]] = {
 class Settings:
     """Everything one planning run needs, validated."""
 
-    output: Path
+    output: str  # the store: a plan directory, kafka://HOST:PORT/NAME or hdfs://...
     consumers: tuple[str, ...]
     subscriptions: dict[str, list[str]]  # consumer -> topics; a topic list of ["*"] means every planned topic
     strategy: str = DEFAULT_STRATEGY
@@ -187,7 +188,8 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
     if offsets is not None and merged.get("bootstrap_servers"):
         raise ConfigError("choose one offsets source: a live cluster (bootstrap_servers) or a snapshot (offsets)")
     if not merged.get("output"):
-        raise ConfigError("no output directory (plan.output or --output)")
+        raise ConfigError("no store to publish to (plan.output or --output: a plan directory or kafka://HOST:PORT/NAME)")
+    parse_uri(str(merged["output"]))  # an unknown scheme or a bad plan name is one line, before any work
 
     subs = subscriptions_from(merged.get("consumers"), merged.get("subscriptions"))
 
@@ -209,7 +211,7 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
     client = dict(merged.get("client") or {})
     client.update(_env_secrets(merged.get("client_env") or {}))
     return Settings(
-        output=Path(merged["output"]),
+        output=str(merged["output"]),
         consumers=tuple(sorted(subs)),
         subscriptions=subs,
         strategy=strategy,

@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -28,6 +27,7 @@ from spark_lag_assign.config import Settings
 from spark_lag_assign.errors import InputError
 from spark_lag_assign.invariants import check_assignment
 from spark_lag_assign.lag import lag_columns
+from spark_lag_assign.store import open_store
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ class Timings:
 @dataclass
 class Result:
     plan: plan_io.Plan
-    path: Path
+    store: str  # the URI the generation was published to
     quality: metrics.Quality
     out_of_range: int
     timings: Timings
@@ -122,11 +122,15 @@ def _arrow(frame: pd.DataFrame, schema: Any) -> Any:
 
 
 def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
-    """Plan once and write the next generation to ``settings.output``."""
+    """Plan once and publish the next generation to the store ``settings.output`` names.
+
+    The planner's role is taken before any work (an unreachable or unwritable store fails
+    fast, and a second planner is fenced: ``PublishFencedError``, nothing published); the
+    previous plan is read after that, so the new generation's number cannot collide.
+    """
     timings = Timings()
-    plan_io.check_writable(settings.output)
-    with plan_io.locked(settings.output):
-        current = plan_io.read_current(settings.output)
+    with open_store(settings.output, client_options=settings.client) as store, store.publisher() as publisher:
+        current = publisher.previous()
         previous = plan_io.assignment_frame(current) if current else None
         with timings.phase("extract"):
             offsets = extract_offsets(settings)
@@ -144,7 +148,7 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
             doc = plan_io.build_plan(
                 rows,
                 subscriptions,
-                generation=(current["generation"] + 1) if current else 1,
+                generation=publisher.next_generation(),
                 strategy=settings.strategy,
                 reset=settings.reset,
                 seed=settings.seed,
@@ -153,9 +157,10 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
                 options=settings.options,
                 quality={**quality.as_dict(), "out_of_range": out_of_range},
             )
-            path = plan_io.write_plan(settings.output, doc)
-    log.info("wrote generation %d to %s", doc["generation"], path)
-    return Result(doc, path, quality, out_of_range, timings)
+            publisher.publish(doc)
+        where = store.uri
+    log.info("published generation %d to %s", doc["generation"], where)
+    return Result(doc, where, quality, out_of_range, timings)
 
 
 def _out_of_range(offsets: pd.DataFrame) -> int:

@@ -41,7 +41,7 @@ def test_the_shipped_configs_load(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_file_and_its_defaults(tmp_path: Path) -> None:
     s = config.settings(write(tmp_path, LIVE))
-    assert (s.bootstrap_servers, s.group, s.topics, s.output) == ("k:9092", "g", ("a", "b"), Path("out/x"))
+    assert (s.bootstrap_servers, s.group, s.topics, s.output) == ("k:9092", "g", ("a", "b"), "out/x")
     assert s.consumers == ("c0", "c1") and s.subscriptions == {"c1": ["*"], "c0": ["*"]}
     assert (s.strategy, s.reset, s.seed, s.live) == ("lag-sticky", "latest", 0, True)
     assert s.resolved_subscriptions(["b", "a"]) == {"c1": ["a", "b"], "c0": ["a", "b"]}
@@ -74,7 +74,10 @@ def test_secrets_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
         ("[kafk]\nx=1\n", ConfigError, "unknown section [kafk]"),
         ('[kafka]\nbootstrap_server = "k"\n', ConfigError, "unknown key(s) in [kafka]: bootstrap_server"),
         ('[plan]\noutput = "o"\nconsumers = ["a"]\n', ConfigError, "no offsets source"),
-        (LIVE.replace('output = "out/x"\n', ""), ConfigError, "no output directory"),
+        (LIVE.replace('output = "out/x"\n', ""), ConfigError, "no store to publish to"),
+        (LIVE.replace('output = "out/x"', 'output = "zk://h:1/p"'), ConfigError, "unknown scheme zk://"),
+        (LIVE.replace('output = "out/x"', 'output = "kafka://h:9092/a b"'), ConfigError, "cannot name Kafka topics"),
+        (LIVE.replace('output = "out/x"', 'output = "s3a://bucket/plans"'), ConfigError, "no atomic rename"),
         (LIVE.replace('consumers = ["c1", "c0"]', 'consumers = ["c1", "c1"]'), InputError, "'c1' is given twice"),
         (LIVE.replace('consumers = ["c1", "c0"]', "consumers = []"), InputError, "no consumers"),
         (LIVE.replace('consumers = ["c1", "c0"]', ""), ConfigError, "no consumers"),
