@@ -9,7 +9,7 @@ MVN    ?= mvn
 JVM    := .jvm
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo test test-unit bench bench-quick broker dist clean
+.PHONY: help setup venv jvm demo test test-protocol test-unit bench bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -34,8 +34,12 @@ setup: venv jvm ## both of the above
 demo: setup ## run the planner end to end on a local broker and local Spark (out/demo)
 	$(PY) jobs/demo.py --output out/demo
 
-test: setup ## run every test: pure, Spark, and against a real local broker
+test: setup ## run every test: pure, Spark, against a real local broker; then the protocol's thorough profile
 	$(PY) -m pytest
+	$(MAKE) --no-print-directory test-protocol
+
+test-protocol: venv ## the handover protocol's state machine under hypothesis' thorough profile (~100k steps)
+	$(PY) -m pytest -q tests/unit/test_handover_model.py tests/unit/test_handover_scenarios.py --hypothesis-profile=unit-thorough
 
 test-unit: venv ## only the pure tests (no Spark, no broker): seconds
 	$(PY) -m pytest -m "not spark and not broker"
