@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", metavar="NAME", help="range, roundrobin, lag, shuffle, sticky, lag-sticky (default)")
     p.add_argument("--reset", choices=["earliest", "latest", "none"], help="the group's auto.offset.reset (default latest)")
     p.add_argument("--seed", type=int, help="seed of the shuffle strategy (default 0)")
+    p.add_argument("--history", type=int, metavar="N", help="generations the store keeps readable (default 20)")
     p.add_argument("--option", metavar="K=V", action="append", help="a strategy option, e.g. tolerance=0.05")
     p.add_argument(
         "--output", "--store", dest="output", metavar="STORE",
@@ -152,6 +153,7 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
         strategy=args.strategy,
         reset=args.reset,
         seed=args.seed,
+        history=args.history,
         options=_key_values(args.option, "--option"),
         output=args.output,
     )

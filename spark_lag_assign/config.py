@@ -42,7 +42,7 @@ from spark_lag_assign.store import parse_uri
 
 _SECTIONS: dict[str, set[str]] = {
     "kafka": {"bootstrap_servers", "group", "topics", "topic_pattern", "timeout_ms", "client", "client_env"},
-    "plan": {"output", "strategy", "reset", "seed", "consumers", "subscriptions", "options", "offsets"},
+    "plan": {"output", "history", "strategy", "reset", "seed", "consumers", "subscriptions", "options", "offsets"},
     "spark": set(),  # free-form Spark settings
 }
 
@@ -57,6 +57,7 @@ class Settings:
     strategy: str = DEFAULT_STRATEGY
     reset: str = "latest"
     seed: int = 0
+    history: int = 20  # generations the store keeps readable (show --generation N)
     options: dict[str, Any] = field(default_factory=dict)
     bootstrap_servers: str | None = None
     group: str | None = None
@@ -205,9 +206,12 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
         topics = [t.strip() for t in topics.split(",") if t.strip()]
     try:
         seed = int(merged.get("seed", 0))
+        history = int(merged.get("history", 20))
         timeout_ms = int(merged.get("timeout_ms", 15000))
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"seed and timeout_ms must be integers ({exc})") from None
+        raise ConfigError(f"seed, history and timeout_ms must be integers ({exc})") from None
+    if history < 1:
+        raise ConfigError(f"history must keep at least one generation, not {history}")
     client = dict(merged.get("client") or {})
     client.update(_env_secrets(merged.get("client_env") or {}))
     return Settings(
@@ -217,6 +221,7 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
         strategy=strategy,
         reset=check_reset(str(merged.get("reset", "latest"))),
         seed=seed,
+        history=history,
         options=options,
         bootstrap_servers=merged.get("bootstrap_servers"),
         group=merged.get("group"),

@@ -129,7 +129,7 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
     previous plan is read after that, so the new generation's number cannot collide.
     """
     timings = Timings()
-    with open_store(settings.output, client_options=settings.client) as store, store.publisher() as publisher:
+    with open_store(settings.output, client_options=settings.client, history=settings.history) as store, store.publisher() as publisher:
         current = publisher.previous()
         previous = plan_io.assignment_frame(current) if current else None
         with timings.phase("extract"):
