@@ -1,0 +1,761 @@
+"""The store in a directory: a local path, a shared POSIX mount or (later) HDFS.
+
+Layout (every name below the store's root)::
+
+    generations/000007.manifest.json               makes generation 7 visible (created exclusively)
+    generations/000007/plan.json                   the whole plan
+    generations/000007/assign/<consumer>.json      that consumer's Kafka source ``assign`` JSON
+    generations/000007/starting-offsets/<consumer>.json   ... and its ``startingOffsets`` JSON
+    claims/<consumer>/0000000012.json              one file per claim write, numbered, never rewritten
+    current -> generations/000007                  convenience links, local file systems only:
+    plan.json, assign, starting-offsets -> current/...   readers of the store never use them
+
+Publishing generation 7: the planner writes the whole generation into a staging directory
+of its own (``generations/.000007.<writer>.tmp``), then creates ``000007.manifest.json``
+exclusively (generation number, directory name, consumers, sha256 of plan.json's bytes),
+then renames the staging directory to ``generations/000007``. The manifest is the one point
+of arbitration: of two planners racing for a number exactly one creates it, and the loser
+removes its staging directory and learns it was fenced. The directory keeps today's name
+because it is renamed only by the manifest's owner, after it won (renaming first would let
+a writer that dies between rename and manifest block that number for everyone); a writer
+that dies between the manifest and the rename leaves a manifest whose directory is
+missing, which readers skip like any damaged generation and whose number is never reused.
+
+The current generation is the highest one whose manifest exists and whose plan.json
+matches the manifest's checksum; nothing else (no symlink, no lock) is consulted. The next
+number is one more than the highest manifest or generation directory seen, damaged or not.
+
+Claims: ``claim_writer`` reads the newest claim file N of the id, exclusively creates N+1
+under its fresh incarnation (a copy of the predecessor's claim, state "taken over", or an
+empty claim of generation 0 for a first incarnation), and every later write creates the
+next number exclusively. An older incarnation's next write finds its number taken: that is
+its fencing.
+
+Every file-system operation goes through ``FileSystem``, whose operations are the ones HDFS
+offers with the same atomicity (exclusive create of a complete file, no-overwrite rename),
+so that a Hadoop implementation can replace ``LocalFileSystem``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import hashlib
+import json
+import logging
+import os
+import posixpath
+import re
+import shutil
+import socket
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from spark_lag_assign.errors import ConfigError, InputError, PlanError
+from spark_lag_assign.store.base import (
+    ClaimFencedError,
+    ClaimRecord,
+    Claims,
+    ClaimWriter,
+    PublishFencedError,
+    Publisher,
+    Store,
+    StoreError,
+    TopicPartition,
+)
+
+if TYPE_CHECKING:
+    from spark_lag_assign.plan import Plan
+    from spark_lag_assign.store import StoreURI
+
+log = logging.getLogger(__name__)
+
+#: staging directories and temp files of writers silent this long (seconds) are removed
+STALE_AFTER = 600.0
+#: claim files kept per consumer (older ones are deleted; readers only need the newest)
+CLAIMS_KEPT = 4
+MANIFEST_FORMAT = 1
+
+_GENERATION_DIR = re.compile(r"^(\d{6,})$")
+_MANIFEST = re.compile(r"^(\d{6,})\.manifest\.json$")
+_CLAIM = re.compile(r"^(\d{10,})\.json$")
+#: what writers leave behind when they die: ``.<name>.<uuid>.tmp`` (staging directories,
+#: temp files of exclusive creates and of links) and ``.trash.<uuid>`` (a deletion under way)
+_LEFTOVER = re.compile(r"^\.(?:.+\.[0-9a-f]{32}\.tmp|trash\.[0-9a-f]{32})$")
+_TRASH = re.compile(r"^\.trash\.[0-9a-f]{32}$")
+
+
+# -- the file system -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One name in a directory listing."""
+
+    name: str
+    is_dir: bool
+    mtime: float  # seconds since the epoch, by the file system's clock
+
+
+class FileSystem(ABC):
+    """What the store needs of a file system, with HDFS's atomicity; failures raise OSError.
+
+    Paths are strings joined with ``/`` (a local absolute path, or a Hadoop URI).
+    """
+
+    @abstractmethod
+    def mkdirs(self, path: str) -> None:
+        """Create a directory and its parents; an existing one is fine."""
+
+    @abstractmethod
+    def write(self, path: str, data: bytes) -> None:
+        """Write a whole file (replacing it) and make it durable: only for names nobody else uses."""
+
+    @abstractmethod
+    def create(self, path: str, data: bytes) -> bool:
+        """Create a complete, durable file only if ``path`` does not exist: False if it does.
+
+        Of two racing creators of one path exactly one gets True, and no reader ever sees the
+        file partly written.
+        """
+
+    @abstractmethod
+    def rename(self, src: str, dst: str) -> bool:
+        """Rename a file or directory unless ``dst`` exists (then False, nothing moved)."""
+
+    @abstractmethod
+    def read(self, path: str) -> bytes | None:
+        """A whole file, or None if it does not exist."""
+
+    @abstractmethod
+    def list(self, path: str) -> list[Entry]:
+        """The entries of a directory; empty if it does not exist."""
+
+    @abstractmethod
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        """Delete a file or directory (with ``recursive``, its contents); False if it did not exist."""
+
+    def symlink(self, target: str, link: str) -> bool:
+        """Point ``link`` at ``target`` atomically, unless ``link`` is something else than a
+        symlink; False where the file system has no symlinks (they are a convenience only)."""
+        return False
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+def _libc_renameat2() -> Any:
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:
+        return None
+
+
+class LocalFileSystem(FileSystem):
+    """POSIX: exclusive create is a fsynced temp file hard-linked to its final name (``link``
+    fails if the name exists); no-overwrite rename is ``renameat2(RENAME_NOREPLACE)``."""
+
+    def __init__(self) -> None:
+        self._renameat2 = _libc_renameat2()
+
+    def mkdirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def write(self, path: str, data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def create(self, path: str, data: bytes) -> bool:
+        directory, name = os.path.split(path)
+        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+        try:
+            self.write(tmp, data)
+            try:
+                os.link(tmp, path)
+                created = True
+            except FileExistsError:
+                created = False
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                    raise
+                created = self._rename_noreplace(tmp, path)  # a mount without hard links
+        finally:
+            _remove(tmp)
+        if created:
+            _fsync_dir(directory)
+        return created
+
+    def rename(self, src: str, dst: str) -> bool:
+        if not self._rename_noreplace(src, dst):
+            return False
+        _fsync_dir(os.path.dirname(dst))
+        return True
+
+    def _rename_noreplace(self, src: str, dst: str) -> bool:
+        if self._renameat2 is not None:
+            result = self._renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+            if result == 0:
+                return True
+            code = ctypes.get_errno()
+            if code == errno.EEXIST:
+                return False
+            if code not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+                raise OSError(code, os.strerror(code), src, None, dst)
+        # no renameat2 here: rename fails on an existing non-empty directory, so only an
+        # empty directory or a file created at ``dst`` in between could be replaced
+        if os.path.lexists(dst):
+            return False
+        try:
+            os.rename(src, dst)
+        except OSError as exc:
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                return False
+            raise
+        return True
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def list(self, path: str) -> list[Entry]:
+        try:
+            scan = os.scandir(path)
+        except FileNotFoundError:
+            return []
+        out: list[Entry] = []
+        with scan:
+            for e in scan:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                    out.append(Entry(e.name, e.is_dir(follow_symlinks=False), st.st_mtime))
+                except FileNotFoundError:  # deleted while listed
+                    continue
+        return out
+
+    def delete(self, path: str, recursive: bool = False) -> bool:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                if recursive:
+                    shutil.rmtree(path, onerror=_ignore_vanished)
+                else:
+                    os.rmdir(path)
+            else:
+                os.unlink(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def symlink(self, target: str, link: str) -> bool:
+        if os.path.lexists(link) and not os.path.islink(link):
+            return False
+        tmp = os.path.join(os.path.dirname(link), f".{os.path.basename(link)}.{uuid.uuid4().hex}.tmp")
+        os.symlink(target, tmp)
+        try:
+            os.replace(tmp, link)
+        except OSError:
+            _remove(tmp)
+            raise
+        return True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_dir(path: str) -> None:
+    """Make a directory's new entries durable (where the file system can say so)."""
+    fd = os.open(path or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def _ignore_vanished(function: Any, path: str, exc_info: Any) -> None:
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+def hadoop_store(parsed: StoreURI, **settings: Any) -> Store:
+    """A directory on a Hadoop file system (not yet: it needs Spark's JVM)."""
+    raise ConfigError(f"store {parsed.uri}: {parsed.scheme}:// stores need Spark's Hadoop file system and are not available yet")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:200] or "root"
+
+
+class DirectoryStore(Store):
+    """Plans and claims as immutable files in one directory (see the module docstring)."""
+
+    def __init__(
+        self, parsed: StoreURI, *, history: int = 20, poll: float = 0.2, fs: FileSystem | None = None
+    ) -> None:
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+            raise ConfigError(f"store {parsed.uri}: history must be a whole number of at least 1, not {history!r}")
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or not poll > 0:
+            raise ConfigError(f"store {parsed.uri}: poll must be a positive number of seconds, not {poll!r}")
+        self.uri = parsed.uri
+        self.name = _safe_name(parsed.name)
+        self.root = parsed.location
+        self.history = history
+        self.poll = float(poll)
+        self.stale_after = STALE_AFTER
+        self._fs = fs or LocalFileSystem()
+        self._generations = posixpath.join(self.root, "generations")
+        self._claims = posixpath.join(self.root, "claims")
+        self._reported: set[tuple[int, str]] = set()
+
+    def __repr__(self) -> str:
+        return f"DirectoryStore({self.uri!r})"
+
+    @contextmanager
+    def _io(self, what: str) -> Iterator[None]:
+        """Turn a file-system failure into one StoreError line naming the store and the step."""
+        try:
+            yield
+        except OSError as exc:
+            detail = exc.strerror or str(exc) or type(exc).__name__
+            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+            raise StoreError(f"store {self.uri}: cannot {what}: {detail}{where}") from None
+
+    # -- plans: reading
+
+    def _path(self, *parts: str) -> str:
+        return posixpath.join(self._generations, *parts)
+
+    def _manifests(self) -> list[int]:
+        """Every generation number with a manifest, damaged or not, ascending."""
+        return sorted(int(m.group(1)) for e in self._fs.list(self._generations) if (m := _MANIFEST.match(e.name)))
+
+    def _taken(self) -> int:
+        """The highest generation number in use: manifests, and directories without one
+        (a half-deleted generation, or one written by an older version of this tool)."""
+        numbers = [0]
+        for e in self._fs.list(self._generations):
+            m = _MANIFEST.match(e.name) or (_GENERATION_DIR.match(e.name) if e.is_dir else None)
+            if m:
+                numbers.append(int(m.group(1)))
+        return max(numbers)
+
+    def _read(self, generation: int, parse: bool = True) -> Plan | bool | str | None:
+        """One generation: the plan (or True unparsed) if complete, a reason if damaged, None if gone."""
+        from spark_lag_assign.plan import _check_plan
+
+        raw = self._fs.read(self._path(f"{generation:06d}.manifest.json"))
+        if raw is None:
+            return None
+        try:
+            manifest = json.loads(raw)
+            directory, digest = manifest["dir"], manifest["sha256"]
+            if manifest["generation"] != generation or not isinstance(directory, str) or not isinstance(digest, str):
+                raise ValueError("fields do not match")
+            if not directory or "/" in directory or directory in (".", ".."):
+                raise ValueError(f"bad directory name {directory!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            return f"its manifest is unreadable ({' '.join(str(exc).split())})"
+        data = self._fs.read(self._path(directory, "plan.json"))
+        if data is None:
+            if self._fs.read(self._path(f"{generation:06d}.manifest.json")) is None:
+                return None  # deleted meanwhile, manifest first (history)
+            return f"{directory}/plan.json is missing"
+        if hashlib.sha256(data).hexdigest() != digest:
+            return f"{directory}/plan.json does not match its checksum"
+        if not parse:
+            return True
+        try:
+            doc = _check_plan(json.loads(data), f"generation {generation}")
+        except (ValueError, PlanError) as exc:
+            return f"{directory}/plan.json is not a plan ({' '.join(str(exc).split())})"
+        if doc.get("generation") != generation:
+            return f"{directory}/plan.json holds generation {doc.get('generation')!r}"
+        return doc
+
+    def _report(self, generation: int, why: str) -> None:
+        if (generation, why) not in self._reported:
+            self._reported.add((generation, why))
+            log.warning("store %s: generation %d is skipped: %s", self.uri, generation, why)
+
+    def _latest(self, manifests: list[int] | None = None) -> Plan | None:
+        for generation in reversed(manifests if manifests is not None else self._manifests()):
+            found = self._read(generation)
+            if isinstance(found, dict):
+                return found
+            if isinstance(found, str):
+                self._report(generation, found)
+        return None
+
+    def latest(self) -> Plan | None:
+        with self._io("read the newest plan"):
+            return self._latest()
+
+    def get(self, generation: int) -> Plan | None:
+        with self._io(f"read generation {generation}"):
+            found = self._read(generation)
+        if isinstance(found, str):
+            self._report(generation, found)
+        return found if isinstance(found, dict) else None
+
+    def generations(self) -> list[int]:
+        with self._io("list the generations"):
+            return [g for g in self._manifests() if self._read(g, parse=False) is True]
+
+    def wait_for_plan(self, newer_than: int, timeout: float) -> Plan | None:
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            with self._io("read the newest plan"):
+                manifests = self._manifests()
+                if manifests and manifests[-1] > newer_than:
+                    found = self._latest(manifests)
+                    if found is not None and found["generation"] > newer_than:
+                        return found
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(self.poll, left))
+
+    def publisher(self) -> Publisher:
+        return _DirectoryPublisher(self)
+
+    # -- plans: writing
+
+    def _publish(self, plan: Plan) -> None:
+        from spark_lag_assign.plan import assign_json, plan_json, starting_offsets_json
+
+        generation = plan["generation"]
+        name = f"{generation:06d}"
+        writer = uuid.uuid4().hex
+        staged = self._path(f".{name}.{writer}.tmp")
+        self._clean_leftovers()
+        try:
+            with self._io(f"write generation {generation}"):
+                self._fs.mkdirs(posixpath.join(staged, "assign"))
+                self._fs.mkdirs(posixpath.join(staged, "starting-offsets"))
+                parts = {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
+                for consumer, (assign, starting) in parts.items():
+                    file = f"{consumer}.json"
+                    self._fs.write(posixpath.join(staged, "assign", file), (assign + "\n").encode())
+                    self._fs.write(posixpath.join(staged, "starting-offsets", file), (starting + "\n").encode())
+                data = plan_json(plan, parts).encode()
+                self._fs.write(posixpath.join(staged, "plan.json"), data)
+                taken = f"store {self.uri}: generation {generation} was taken by another planner; nothing published"
+                if self._taken() >= generation:
+                    raise PublishFencedError(taken)
+                manifest = {
+                    "format": MANIFEST_FORMAT,
+                    "generation": generation,
+                    "dir": name,
+                    "staged": posixpath.basename(staged),
+                    "consumers": sorted(plan["consumers"]),
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "bytes": len(data),
+                    "writer": writer,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "written": _now(),
+                }
+                text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
+                if not self._fs.create(self._path(f"{name}.manifest.json"), text.encode()):
+                    raise PublishFencedError(taken)
+        except BaseException:
+            self._discard(staged)
+            raise
+        # the number is ours now; until the rename, readers skip it as incomplete
+        with self._io(f"move generation {generation} into place"):
+            if not self._fs.rename(staged, self._path(name)):
+                self._discard(staged)
+                raise StoreError(
+                    f"store {self.uri}: cannot move generation {generation} into place: {name} exists; publish again"
+                )
+        self._refresh_links(generation, name)
+        self._prune()
+
+    def _discard(self, path: str) -> None:
+        try:
+            self._fs.delete(path, recursive=True)
+        except OSError as exc:
+            log.warning("store %s: cannot remove %s: %s", self.uri, path, exc)
+
+    def _refresh_links(self, generation: int, name: str) -> None:
+        """Best effort: today's ``current``, ``plan.json``, ... links, for people and for Spark
+        jobs that read ROOT/plan.json; the store itself never reads them."""
+        try:
+            if not self._fs.symlink(posixpath.join("generations", name), posixpath.join(self.root, "current")):
+                return
+            for link in ("plan.json", "assign", "starting-offsets"):
+                if not self._fs.symlink(posixpath.join("current", link), posixpath.join(self.root, link)):
+                    log.warning("store %s: %s is not a link this store keeps; left alone", self.uri, link)
+            if self._taken() > generation:  # a newer publish may have set current before us
+                newest = self._latest()
+                if newest is not None and newest["generation"] > generation:
+                    target = posixpath.join("generations", f"{newest['generation']:06d}")
+                    self._fs.symlink(target, posixpath.join(self.root, "current"))
+        except OSError as exc:
+            log.warning("store %s: cannot refresh the current links: %s", self.uri, exc)
+
+    def _prune(self) -> None:
+        """Keep the newest ``history`` generations; delete each older one manifest first."""
+        try:
+            for generation in self._manifests()[: -self.history]:
+                manifest = self._path(f"{generation:06d}.manifest.json")
+                raw = self._fs.read(manifest)
+                try:
+                    directory = json.loads(raw)["dir"] if raw is not None else f"{generation:06d}"
+                except (ValueError, KeyError, TypeError):
+                    directory = f"{generation:06d}"
+                if not isinstance(directory, str) or "/" in directory or directory in ("", ".", ".."):
+                    directory = f"{generation:06d}"
+                self._fs.delete(manifest)
+                self._trash(self._path(directory))
+        except OSError as exc:
+            log.warning("store %s: cannot delete old generations: %s", self.uri, exc)
+
+    def _trash(self, path: str) -> None:
+        """Delete a directory by first renaming it away, so that no one sees it half deleted
+        under its name and a writer still renaming it loses cleanly."""
+        trash = posixpath.join(posixpath.dirname(path), f".trash.{uuid.uuid4().hex}")
+        if self._fs.rename(path, trash):
+            self._fs.delete(trash, recursive=True)
+
+    def _clean_leftovers(self) -> None:
+        """Best effort: staging directories and temp files of writers that died long ago."""
+        now = time.time()
+        try:
+            for directory in (self._generations, self.root):
+                for e in self._fs.list(directory):
+                    if not _LEFTOVER.match(e.name):
+                        continue
+                    path = posixpath.join(directory, e.name)
+                    if _TRASH.match(e.name):
+                        self._fs.delete(path, recursive=True)
+                    elif now - e.mtime > self.stale_after:
+                        if e.is_dir:
+                            self._trash(path)
+                        else:
+                            self._fs.delete(path)
+        except OSError as exc:
+            log.warning("store %s: cannot remove leftovers: %s", self.uri, exc)
+
+    # -- claims
+
+    def _claim_dir(self, consumer: str) -> str:
+        return posixpath.join(self._claims, consumer)
+
+    def _claim_path(self, consumer: str, number: int) -> str:
+        return posixpath.join(self._claims, consumer, f"{number:010d}.json")
+
+    def _claim_numbers(self, consumer: str) -> list[int]:
+        entries = self._fs.list(self._claim_dir(consumer))
+        return sorted(int(m.group(1)) for e in entries if (m := _CLAIM.match(e.name)))
+
+    def _newest_claim(self, consumer: str) -> tuple[int, ClaimRecord | str | None]:
+        """The newest claim file's number and record (a reason if unreadable; None: no claim)."""
+        for _ in range(20):
+            numbers = self._claim_numbers(consumer)
+            if not numbers:
+                return 0, None
+            data = self._fs.read(self._claim_path(consumer, numbers[-1]))
+            if data is None:  # deleted between listing and reading: a newer one exists
+                continue
+            try:
+                return numbers[-1], ClaimRecord.from_json(data, consumer)
+            except ValueError as exc:
+                return numbers[-1], f"claims/{consumer}/{numbers[-1]:010d}.json: {' '.join(str(exc).split())}"
+        return 0, f"claims/{consumer}: the newest claim file kept vanishing while read"
+
+    def claim_writer(self, consumer: str) -> ClaimWriter:
+        if not isinstance(consumer, str) or not consumer or consumer.startswith(".") or "/" in consumer or "\0" in consumer:
+            raise InputError(f"store {self.uri}: consumer id {consumer!r} cannot name a claim directory")
+        return _DirectoryClaimWriter(self, consumer)
+
+    def claims(self) -> Claims:
+        out: Claims = {}
+        with self._io("read the claims"):
+            for e in sorted(self._fs.list(self._claims), key=lambda e: e.name):
+                if not e.is_dir or e.name.startswith("."):
+                    continue
+                _, record = self._newest_claim(e.name)
+                if record is not None:
+                    out[e.name] = record
+        return out
+
+    def _prune_claims(self, consumer: str, newest: int, everything: bool = False) -> None:
+        """Best effort: claim files older than the last few, and stale temp files."""
+        try:
+            if not everything:
+                if newest > CLAIMS_KEPT:
+                    self._fs.delete(self._claim_path(consumer, newest - CLAIMS_KEPT))
+                return
+            now = time.time()
+            for e in self._fs.list(self._claim_dir(consumer)):
+                m = _CLAIM.match(e.name)
+                old = m is not None and int(m.group(1)) <= newest - CLAIMS_KEPT
+                stale = e.name.startswith(".") and now - e.mtime > self.stale_after
+                if old or stale:
+                    self._fs.delete(posixpath.join(self._claim_dir(consumer), e.name))
+        except OSError as exc:
+            log.warning("store %s: cannot delete old claims of %s: %s", self.uri, consumer, exc)
+
+
+class _DirectoryPublisher(Publisher):
+    """The planner's role: the number it may publish is fixed when it is created."""
+
+    def __init__(self, store: DirectoryStore) -> None:
+        self._store = store
+        with store._io("open the generations for writing"):
+            store._fs.mkdirs(store._generations)
+            self._next = store._taken() + 1
+            self._previous = store._latest()
+
+    def previous(self) -> Plan | None:
+        return self._previous
+
+    def next_generation(self) -> int:
+        return self._next
+
+    def publish(self, plan: Plan) -> None:
+        from spark_lag_assign.plan import _check_plan
+
+        generation = plan.get("generation") if isinstance(plan, dict) else None
+        if generation != self._next:
+            raise ValueError(
+                f"store {self._store.uri}: the plan's generation {generation!r} is not the next generation {self._next}"
+            )
+        _check_plan(plan, f"store {self._store.uri}: generation {generation}")
+        try:
+            self._store._publish(plan)
+        except StoreError:
+            try:  # failed after its manifest was created: the number is used up
+                if self._store._fs.read(self._store._path(f"{self._next:06d}.manifest.json")) is not None:
+                    self._next += 1
+            except OSError:
+                pass
+            raise
+        self._previous, self._next = plan, self._next + 1
+
+
+class _DirectoryClaimWriter(ClaimWriter):
+    """Writes claim files N+1, N+2, ... of one consumer; a number found taken means fenced."""
+
+    def __init__(self, store: DirectoryStore, consumer: str) -> None:
+        self._store = store
+        self._lock = threading.Lock()
+        self.consumer = consumer
+        self.incarnation = uuid.uuid4().hex
+        self.predecessor = None
+        self._seq = 0
+        self._last = 0
+        with store._io(f"take consumer {consumer} over"):
+            store._fs.mkdirs(store._claim_dir(consumer))
+            self._take_over()
+
+    def _record(
+        self,
+        generation: int,
+        holds: Iterable[TopicPartition],
+        lease: float,
+        state: str,
+        committed: Mapping[str, Mapping[str, int]] | None,
+    ) -> ClaimRecord:
+        self._seq += 1
+        return ClaimRecord(
+            consumer=self.consumer,
+            incarnation=self.incarnation,
+            seq=self._seq,
+            generation=generation,
+            holds=frozenset((str(t), int(p)) for t, p in holds),
+            lease=float(lease),
+            state=state,
+            committed={t: dict(ps) for t, ps in (committed or {}).items()},
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            written=_now(),
+        )
+
+    def _take_over(self) -> None:
+        store = self._store
+        for _ in range(100):
+            newest, found = store._newest_claim(self.consumer)
+            if isinstance(found, str):
+                raise StoreError(
+                    f"store {store.uri}: cannot take {self.consumer} over: its newest claim cannot be read ({found}); "
+                    "what it held is unknown, remove the file to go on"
+                )
+            if found is None:
+                record = self._record(0, (), 1.0, "started", None)
+            else:
+                record = self._record(found.generation, found.holds, found.lease, "taken over", found.committed)
+            if store._fs.create(store._claim_path(self.consumer, newest + 1), record.to_json().encode()):
+                self.predecessor, self._last = found, newest + 1
+                store._prune_claims(self.consumer, self._last, everything=True)
+                return
+            self._seq = 0  # another writer took newest + 1 first: look again
+        raise StoreError(f"store {store.uri}: cannot take {self.consumer} over: its claims keep changing")
+
+    def write(
+        self,
+        generation: int,
+        holds: Iterable[TopicPartition],
+        lease: float,
+        state: str = "",
+        committed: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> ClaimRecord:
+        store = self._store
+        with self._lock:
+            record = self._record(generation, holds, lease, state, committed)
+            data = record.to_json().encode()
+            number = self._last + 1
+            with store._io(f"write a claim of {self.consumer}"):
+                while not store._fs.create(store._claim_path(self.consumer, number), data):
+                    if not self._mine(number):
+                        raise ClaimFencedError(
+                            f"store {store.uri}: consumer {self.consumer} was taken over by another incarnation; stop reading"
+                        )
+                    self._last = number = number + 1  # an earlier write of ours that reported a failure
+                self._last = number
+            store._prune_claims(self.consumer, number)
+            return ClaimRecord.from_json(data, self.consumer)
+
+    def _mine(self, number: int) -> bool:
+        data = self._store._fs.read(self._store._claim_path(self.consumer, number))
+        try:
+            return data is not None and ClaimRecord.from_json(data, self.consumer).incarnation == self.incarnation
+        except ValueError:
+            return False
+
+
+__all__ = ["DirectoryStore", "Entry", "FileSystem", "LocalFileSystem", "hadoop_store"]
