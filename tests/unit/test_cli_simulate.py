@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from spark_lag_assign import cli, plan as plan_io
+from spark_lag_assign.store import open_store
 
 HEADER = "topic,partition,beginning_offset,end_offset,committed_offset\n"
 
@@ -114,7 +115,8 @@ def test_the_current_plan_is_simulated_and_sticky_strategies_start_from_it(
          "starting_offset": [0, 0, 0]}
     )
     doc = plan_io.build_plan(rows, {"c0": ["t"], "c1": ["t"]}, generation=1, strategy="range", reset="latest")
-    plan_io.write_plan(tmp_path / "plan", doc)
+    with open_store(str(tmp_path / "plan")) as store, store.publisher() as publisher:
+        publisher.publish(doc)
     assert cli.main(["simulate", "--offsets", str(three), "--consumers", "c0,c1", "--rate", "100",
                      "--strategies", "sticky", "--previous", str(tmp_path / "plan")]) == 0
     out = capsys.readouterr().out
