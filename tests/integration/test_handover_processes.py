@@ -438,6 +438,8 @@ def test_three_pipelines_in_their_own_namespaces_hand_partitions_over_safely(
             f"  commit samples {len(sampler.samples)} (missed {sampler.errors}); backwards {len(went_back)}; "
             f"readers of {ORDERS}-0: {' -> '.join(readers(records, (ORDERS, 0)))}",
         ]
+        lapses = {p.name: p.log_text().count("stops reading: the lease lapsed") for p in s.processes if p.name.startswith("pipeline")}
+        summary.append(f"  queries stopped because their lease lapsed: {lapses}")
         with capsys.disabled():
             print("\n" + "\n".join(summary), flush=True)
 
@@ -450,6 +452,11 @@ def test_three_pipelines_in_their_own_namespaces_hand_partitions_over_safely(
 
         # -- and the faults happened as staged
         assert a_pause > 2 * LEASE
+        # A noticed on resuming that its lease had lapsed and stopped without committing (I2)
+        a_events = s.events("A")
+        resumed = next(i for i, e in enumerate(a_events) if e["generation"] == g4)
+        assert any(e["kind"] == "stop" and e["detail"] == "{}" for e in a_events[resumed:]), a_events[resumed:]
+        assert lapses["pipeline-A-1"] >= 1
         assert readers(records, (ORDERS, 0)) == ["A", "B", "A"], readers(records, (ORDERS, 0))
         assert readers(records, (PAYMENTS, 1))[-1] == "A"  # moved from B to A by generation 5
         assert {r.partition for r in records if r.topic == PAYMENTS} == set(range(GROWN))
