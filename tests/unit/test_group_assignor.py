@@ -1,0 +1,368 @@
+"""The kafka-python assignors of ``spark_lag_assign.group``, driven without a broker.
+
+``SimulatedGroup`` passes every subscription and assignment through kafka-python's own
+encoders, so these tests see what a real leader sees; the planner's pure ``assign`` is the
+reference for every plan (the plugin must add nothing of its own).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import spark_lag_assign as sla
+from spark_lag_assign.group import (
+    CooperativeLagStickyAssignor,
+    CooperativeStickyAssignor,
+    GroupLagMonitor,
+    LagAssignor,
+    LagStickyAssignor,
+    RangeAssignor,
+    StaticLags,
+    StickyAssignor,
+    assignor_class,
+    encode_user_data,
+)
+from spark_lag_assign.group.simulate import SimulatedGroup
+from spark_lag_assign.metrics import quality
+
+LOGGER = "spark_lag_assign.group.assignor"
+
+
+def lag_table(sizes: dict[str, list[int]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(t, p, lag) for t, lags in sizes.items() for p, lag in enumerate(lags)], columns=["topic", "partition", "lag"]
+    )
+
+
+def plan_of(owned: dict[str, frozenset[tuple[str, int]]], lags: pd.DataFrame) -> pd.DataFrame:
+    rows = pd.DataFrame([(c, t, p) for c, tps in owned.items() for t, p in tps], columns=["consumer", "topic", "partition"])
+    return rows.merge(lags, on=["topic", "partition"]).sort_values(["consumer", "topic", "partition"]).reset_index(drop=True)
+
+
+def group_of(cls: type, sizes: dict[str, list[int]], names: list[str], **kw: object) -> tuple[SimulatedGroup, StaticLags]:
+    lags = StaticLags(lag_table(sizes))
+    group = SimulatedGroup({t: len(v) for t, v in sizes.items()})
+    for name in names:
+        group.join(name, cls(lags, **kw), list(sizes), instance_id=name)
+    return group, lags
+
+
+# -- the seeds' rule, exactly ------------------------------------------------------------------
+
+
+def test_seed_000_example_through_the_group_protocol() -> None:
+    group, _ = group_of(LagAssignor, {"t0": [100_000, 50_000, 60_000]}, ["C0", "C1"])
+    got = group.rebalance().assignment
+    assert got == {"C0": {("t0", 0)}, "C1": {("t0", 1), ("t0", 2)}}
+
+
+@pytest.mark.parametrize("strategy", ["lag", "lag-sticky", "sticky", "range", "roundrobin", "shuffle"])
+@pytest.mark.parametrize("seed", range(4))
+def test_every_plan_is_the_pure_functions_plan(strategy: str, seed: int) -> None:
+    """No second implementation: the leader's plan is ``sla.assign`` of the same input,
+    including the previous plan the members reported."""
+    rng = np.random.default_rng(seed)
+    sizes = {f"t{i}": rng.integers(0, 10_000, size=int(rng.integers(1, 9))).tolist() for i in range(int(rng.integers(1, 4)))}
+    names = [f"c{i}" for i in range(int(rng.integers(1, 5)))]
+    subs = {n: sorted(rng.choice(list(sizes), size=int(rng.integers(1, len(sizes) + 1)), replace=False).tolist()) for n in names}
+    cls = assignor_class(strategy)
+    lags = StaticLags(lag_table(sizes))
+    group = SimulatedGroup({t: len(v) for t, v in sizes.items()})
+    for n in names:
+        group.join(n, cls(lags), subs[n], instance_id=n)
+    previous = None
+    for step in range(3):
+        if step == 2:
+            group.join("late", cls(lags), list(sizes), instance_id="late")
+        keys = {n: f"0:{n}" for n in group.members}
+        want = sla.assign(lag_table(sizes), {keys[n]: m.topics for n, m in group.members.items()}, strategy, previous)
+        got = group.rebalance().assignment
+        assert plan_of({keys[n]: got[n] for n in got}, lag_table(sizes)).drop(columns="lag").equals(
+            want.drop(columns="lag").reset_index(drop=True)
+        )
+        previous = want
+
+
+# -- lags: a snapshot as it stands, or count balance -------------------------------------------
+
+
+def test_lag_sticky_balances_lag_and_count() -> None:
+    sizes = {"t": [1200, 1100, 1000, 900, 800, 700, 600, 500, 400, 300, 200, 100]}
+    group, _ = group_of(LagStickyAssignor, sizes, ["a", "b", "c"])
+    got = group.rebalance().assignment
+    q = quality(plan_of(got, lag_table(sizes)), {n: ["t"] for n in got})
+    assert q.optimality <= 1.05 and q.count_spread <= 1
+
+
+def test_without_a_snapshot_it_balances_by_count_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
+    group = SimulatedGroup({"t": 6})
+    for n in ["a", "b", "c"]:
+        group.join(n, LagStickyAssignor(), ["t"])  # the class form: no lag source
+    with caplog.at_level(logging.INFO, LOGGER):
+        got = group.rebalance().assignment
+    assert sorted(len(v) for v in got.values()) == [2, 2, 2]
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "balancing by partition count" in warnings[0].getMessage()
+    leader = group.members["a"].assignor
+    assert leader.last is not None and not leader.last.lagged
+
+
+def test_a_stale_snapshot_is_not_used(caplog: pytest.LogCaptureFixture) -> None:
+    stale = StaticLags(lag_table({"t": [1000, 0, 0, 0]}), taken=time.monotonic() - 3600)
+    group = SimulatedGroup({"t": 4})
+    for n in ["a", "b"]:
+        group.join(n, LagAssignor(stale, max_age_s=60), ["t"])
+    with caplog.at_level(logging.WARNING, LOGGER):
+        group.rebalance()
+    assert "3600 s old" in caplog.text
+    assert group.members["a"].assignor.last.lagged is False
+
+
+def test_partitions_missing_from_the_snapshot_count_as_zero() -> None:
+    group = SimulatedGroup({"t": 4, "new": 2})
+    lags = StaticLags(lag_table({"t": [10, 20, 30, 40]}))
+    group.join("a", LagAssignor(lags), ["t", "new"])
+    group.rebalance()
+    assert "2 partition(s) not in it" in group.members["a"].assignor.last.lag_source
+
+
+class BlockedReader:
+    """An offsets reader stuck in I/O until released."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, topics: object) -> pd.DataFrame:
+        self.entered.set()
+        self.release.wait(30)
+        raise TimeoutError("released")
+
+
+def test_assign_never_waits_for_a_lag_read_in_progress() -> None:
+    reader = BlockedReader()
+    monitor = GroupLagMonitor(None, "g", topics=["t"], reader=reader)
+    try:
+        assert reader.entered.wait(5)
+        group = SimulatedGroup({"t": 8})
+        for n in ["a", "b"]:
+            group.join(n, LagStickyAssignor(monitor), ["t"])
+        start = time.monotonic()
+        got = group.rebalance().assignment
+        assert time.monotonic() - start < 0.5
+        assert sorted(len(v) for v in got.values()) == [4, 4]
+    finally:
+        reader.release.set()
+        monitor.close()
+
+
+def test_the_monitor_computes_lags_with_the_reset_rule_and_learns_topics() -> None:
+    seen: list[list[str]] = []
+
+    def reader(topics: list[str]) -> pd.DataFrame:
+        seen.append(list(topics))
+        rows = [(t, 0, 5, 105, None) for t in topics] + [(t, 1, 0, 50, 20) for t in topics]
+        frame = pd.DataFrame(rows, columns=["topic", "partition", "beginning_offset", "end_offset", "committed_offset"])
+        frame["committed_offset"] = frame["committed_offset"].astype("Int64")
+        return frame
+
+    with GroupLagMonitor(None, "g", reset="earliest", interval_s=60, reader=reader) as monitor:
+        assert monitor.snapshot() is None
+        LagAssignor(monitor).metadata({"b", "a"})  # a member's join tells the monitor its topics
+        assert monitor.wait_ready(5)
+        snap = monitor.snapshot()
+        assert snap is not None
+        assert snap.lags.values.tolist() == [["a", 0, 100], ["a", 1, 30], ["b", 0, 100], ["b", 1, 30]]
+    assert seen[0] == ["a", "b"]
+
+
+def test_a_failing_monitor_logs_once_and_keeps_trying(caplog: pytest.LogCaptureFixture) -> None:
+    calls = []
+
+    def reader(topics: object) -> pd.DataFrame:
+        calls.append(1)
+        raise ConnectionError("broker down")
+
+    with caplog.at_level(logging.WARNING, "spark_lag_assign.group.lagsource"):
+        with GroupLagMonitor(None, "g", topics=["t"], interval_s=0.02, reader=reader) as monitor:
+            deadline = time.monotonic() + 5
+            while len(calls) < 4 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert monitor.snapshot() is None
+    assert len(calls) >= 4
+    assert len([r for r in caplog.records if "cannot read lags" in r.getMessage()]) == 1
+
+
+# -- never fail the rebalance ------------------------------------------------------------------
+
+
+def test_a_failing_strategy_falls_back_to_roundrobin(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    import spark_lag_assign.group.assignor as module
+
+    real = module.plan_assign
+
+    def broken(lags: pd.DataFrame, subs: object, strategy: str = "lag-sticky", *a: object, **k: object) -> pd.DataFrame:
+        if strategy != "roundrobin":
+            raise RuntimeError("boom")
+        return real(lags, subs, strategy, *a, **k)
+
+    monkeypatch.setattr(module, "plan_assign", broken)
+    group, _ = group_of(LagStickyAssignor, {"t": [5, 4, 3, 2]}, ["a", "b"])
+    with caplog.at_level(logging.ERROR, LOGGER):
+        got = group.rebalance().assignment
+    assert got == {"a": {("t", 0), ("t", 2)}, "b": {("t", 1), ("t", 3)}}
+    assert group.members["a"].assignor.last.fallback == "RuntimeError: boom"
+
+
+def test_when_even_the_fallback_fails_everyone_gets_nothing_rather_than_a_stuck_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import spark_lag_assign.group.assignor as module
+
+    monkeypatch.setattr(module, "plan_assign", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("boom")))
+    group, _ = group_of(LagStickyAssignor, {"t": [5, 4]}, ["a", "b"])
+    assert group.rebalance().assignment == {"a": frozenset(), "b": frozenset()}
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\x00\x07" + b"\x00" * 8, b"\x00\x01\x00", encode_user_data([("t", 0)], 3) + b"junk"],
+    ids=["unknown-version", "truncated", "trailing"],
+)
+def test_a_member_with_bad_user_data_owns_nothing_and_the_rest_stay(garbage: bytes, caplog: pytest.LogCaptureFixture) -> None:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+    group, _ = group_of(StickyAssignor, {"t": [1] * 6}, ["a", "b", "c"])
+    before = group.rebalance().assignment
+    with caplog.at_level(logging.WARNING, LOGGER):
+        after = group.rebalance(mangle={"b": ConsumerProtocolSubscription(version=0, topics=["t"], user_data=garbage)})
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "owns nothing" in warnings[0] and "b-" in warnings[0]
+    # a and c keep theirs; b's two partitions are free, and b (empty) takes them back by count
+    assert after.assignment["a"] == before["a"] and after.assignment["c"] == before["c"]
+    assert group.members["a"].assignor.last.bad_members == (group.members["b"].member_id,)
+
+
+# -- stickiness survives a leader change -------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [StickyAssignor, LagStickyAssignor, CooperativeStickyAssignor])
+def test_a_new_leader_keeps_the_plan(cls: type) -> None:
+    sizes = {"t0": [50, 40, 30, 20, 10, 5], "t1": [7, 6, 5]}
+    group, lags = group_of(cls, sizes, ["a", "b", "c"])
+    group.settle(leader="a")
+    before = group.owned()
+    group.leave("a")  # the leader leaves; c, which never led, leads now
+    group.join("d", cls(lags), list(sizes), instance_id="d")
+    group.settle(leader="c")
+    after = group.owned()
+    kept = sum(len(before[n] & after[n]) for n in ("b", "c"))
+    moved = sum(len(before[n] - after[n]) for n in ("b", "c"))
+    assert kept > 0 and moved <= 1, (before, after)  # a's 3 partitions go to d; at most one more moves for balance
+    assert set().union(*after.values()) == {(t, p) for t, v in sizes.items() for p in range(len(v))}
+
+
+def test_a_restarted_member_with_a_stale_claim_loses_to_the_current_owner() -> None:
+    group, lags = group_of(StickyAssignor, {"t": [1] * 4}, ["a", "b"])
+    group.rebalance()
+    stale = group.members["a"].assignor.metadata({"t"})  # a's report from generation 1
+    group.rebalance()
+    group.leave("a")
+    group.rebalance()  # generation 3: b holds all four
+    group.join("a", StickyAssignor(lags), ["t"], instance_id="a")
+    rnd = group.rebalance(mangle={"a": stale})
+    assert len(rnd.assignment["a"]) == len(rnd.assignment["b"]) == 2
+
+
+# -- cooperative: revoke, then assign ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [CooperativeLagStickyAssignor, CooperativeStickyAssignor, assignor_class("lag", cooperative=True)])
+def test_cooperative_never_hands_over_a_held_partition(cls: type) -> None:
+    sizes = {"t0": [900, 800, 700, 100, 50, 20, 10, 5], "t1": [300, 200, 100, 1]}
+    group, lags = group_of(cls, sizes, ["a", "b"])
+    every = {(t, p) for t, v in sizes.items() for p in range(len(v))}
+    events = [("join", "c"), ("join", "d"), ("leave", "a"), ("join", "e"), ("leave", "c")]
+    for n, (kind, name) in enumerate(events):
+        rounds = group.settle()
+        assert all(not r.handed_over_while_held for r in rounds), n
+        assert len(rounds) <= 2, n  # moves complete in the second round
+        assert set().union(*group.owned().values()) == every
+        if kind == "join":
+            group.join(name, cls(lags), list(sizes), instance_id=name)
+        else:
+            group.leave(name)
+
+
+def test_cooperative_second_round_completes_the_first_rounds_target_even_if_lags_change() -> None:
+    sizes = {"t": [100, 90, 80, 70, 60, 50]}
+    table = lag_table(sizes)
+
+    class Flipping(StaticLags):
+        """A snapshot that changes completely between the two rounds."""
+
+        def __init__(self) -> None:
+            super().__init__(table)
+            self.calls = 0
+
+        def snapshot(self):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            if self.calls > 1:
+                return StaticLags(table.assign(lag=table["lag"].to_numpy()[::-1].copy())).snapshot()
+            return super().snapshot()
+
+    group = SimulatedGroup({"t": 6})
+    flipping = Flipping()
+    group.join("a", CooperativeLagStickyAssignor(flipping), ["t"], instance_id="a")
+    group.settle()
+    group.join("b", CooperativeLagStickyAssignor(flipping), ["t"], instance_id="b")
+    first, second = group.settle(leader="a")
+    assert first.revoked["a"] and not first.assignment["b"]
+    assert second.assignment["b"] == first.revoked["a"] and not any(second.revoked.values())
+
+
+def test_cooperative_metadata_carries_owned_partitions_and_generation() -> None:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
+    group, _ = group_of(CooperativeStickyAssignor, {"t": [1] * 3, "u": [1]}, ["a"])
+    group.rebalance()
+    wire = ConsumerProtocolSubscription.decode(group.members["a"].assignor.metadata({"t"}).encode())
+    assert wire.version == 2 and wire.generation_id == 1 and wire.user_data in (b"", None)
+    # u is no longer read: it is revoked before the join, so it is not claimed
+    assert [(e.topic, sorted(e.partitions)) for e in wire.owned_partitions] == [("t", [0, 1, 2])]
+
+
+def test_eager_and_cooperative_cannot_be_mixed_in_one_consumer() -> None:
+    from kafka.coordinator.assignors.abstract import RebalanceProtocol
+
+    assert LagStickyAssignor().supported_protocols() == [RebalanceProtocol.EAGER]
+    assert CooperativeLagStickyAssignor().supported_protocols() == [RebalanceProtocol.COOPERATIVE]
+    assert len({c.name for c in (LagAssignor, LagStickyAssignor, StickyAssignor, RangeAssignor, CooperativeStickyAssignor)}) == 5
+
+
+def test_unknown_options_are_refused() -> None:
+    LagStickyAssignor(options={"tolerance": 0.1})
+    with pytest.raises(ValueError, match="no option max_swaps"):
+        StickyAssignor(options={"max_swaps": 3})
+
+
+def test_static_members_come_first_for_range() -> None:
+    group = SimulatedGroup({"t": 3})
+    group.join("dyn", RangeAssignor(), ["t"])
+    group.join("stat", RangeAssignor(), ["t"], instance_id="zzz")
+    got = group.rebalance().assignment
+    assert got == {"stat": {("t", 0), ("t", 1)}, "dyn": {("t", 2)}}
+
+
+def test_a_member_subscribed_to_nothing_and_topics_without_metadata() -> None:
+    group = SimulatedGroup({"t": 2})
+    group.join("a", LagStickyAssignor(), [])
+    group.join("b", LagStickyAssignor(), ["t", "gone"])
+    got = group.rebalance().assignment
+    assert got == {"a": frozenset(), "b": {("t", 0), ("t", 1)}}

@@ -1,0 +1,124 @@
+"""The member data of the group assignors: the user data format and how claims are settled."""
+
+from __future__ import annotations
+
+import struct
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import given, strategies as st
+
+from spark_lag_assign.group.memberdata import (
+    NO_GENERATION,
+    USER_DATA_VERSION,
+    MemberDataError,
+    MemberInfo,
+    decode_user_data,
+    encode_user_data,
+    member_key,
+    read_member,
+    settle_claims,
+)
+
+topic_names = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12)
+owned_sets = st.sets(st.tuples(topic_names, st.integers(0, 2**31 - 1)), max_size=30)
+
+
+@given(owned_sets, st.integers(-1, 2**31 - 1))
+def test_user_data_round_trips(owned: set[tuple[str, int]], generation: int) -> None:
+    assert decode_user_data(encode_user_data(owned, generation)) == (generation, sorted(owned))
+
+
+def test_user_data_is_the_same_bytes_for_the_same_ownership() -> None:
+    a = encode_user_data([("t1", 2), ("t0", 5), ("t1", 0)], 7)
+    b = encode_user_data([("t1", 0), ("t1", 2), ("t0", 5)], 7)
+    assert a == b
+    assert a == (
+        struct.pack(">hii", USER_DATA_VERSION, 7, 2)
+        + struct.pack(">h", 2) + b"t0" + struct.pack(">ii", 1, 5)
+        + struct.pack(">h", 2) + b"t1" + struct.pack(">iii", 2, 0, 2)
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "too short"),
+        (b"\x00", "too short"),
+        (struct.pack(">hii", 2, 1, 0), "unknown user data version 2"),
+        (struct.pack(">hii", 0, 1, 0), "unknown user data version 0"),
+        (struct.pack(">hi", 1, 1), "truncated"),
+        (struct.pack(">hii", 1, 1, 1) + struct.pack(">h", 5) + b"ab", "bad topic name length"),
+        (struct.pack(">hii", 1, 1, -1), "negative topic count"),
+        (struct.pack(">hii", 1, 1, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 3) + struct.pack(">i", 0), "bad partition count"),
+        (struct.pack(">hii", 1, 1, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">iii", 2, 1, 1), "repeated"),
+        (struct.pack(">hii", 1, 1, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">ii", 1, -4), "negative"),
+        (struct.pack(">hii", 1, 1, 1) + struct.pack(">h", 2) + b"\xff\xfe" + struct.pack(">i", 0), "malformed"),
+        (encode_user_data([("t", 1)], 3) + b"\x00", "trailing"),
+        (struct.pack(">hii", 1, 1, 2) + (struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)) * 2, "listed twice"),
+    ],
+)
+def test_bad_user_data_is_a_member_data_error(data: bytes, message: str) -> None:
+    with pytest.raises(MemberDataError, match=message):
+        decode_user_data(data)
+
+
+@given(st.binary(max_size=64))
+def test_any_bytes_decode_or_raise_member_data_error(data: bytes) -> None:
+    try:
+        generation, owned = decode_user_data(data)
+    except MemberDataError:
+        return
+    # valid but not canonical (unsorted ids) decodes too; the canonical form round-trips
+    assert decode_user_data(encode_user_data(owned, generation)) == (generation, owned)
+
+
+def test_static_members_sort_before_dynamic_ones() -> None:
+    keys = sorted([member_key("a-1", None), member_key("z-9", "host-b"), member_key("0-0", None), member_key("x", "host-a")])
+    assert keys == ["0:host-a", "0:host-b", "1:0-0", "1:a-1"]
+
+
+def subscription(topics: list[str], user_data: bytes = b"", version: int = 0, **fields: object) -> SimpleNamespace:
+    return SimpleNamespace(version=version, topics=topics, user_data=user_data, **fields)
+
+
+def test_read_member_eager_and_cooperative() -> None:
+    eager = SimpleNamespace(member_id="m1", group_instance_id=None, metadata=subscription(["b", "a"], encode_user_data([("a", 1)], 4)))
+    assert read_member(eager, cooperative=False) == MemberInfo("m1", "1:m1", ("a", "b"), (("a", 1),), 4)
+    entry = SimpleNamespace(topic="a", partitions=[3, 1])
+    coop = SimpleNamespace(
+        member_id="m2", group_instance_id="i2", metadata=subscription(["a"], version=2, owned_partitions=[entry], generation_id=9)
+    )
+    assert read_member(coop, cooperative=True) == MemberInfo("m2", "0:i2", ("a",), (("a", 1), ("a", 3)), 9)
+    fresh = SimpleNamespace(member_id="m3", group_instance_id=None, metadata=subscription(["a"]))
+    assert read_member(fresh, cooperative=False) == MemberInfo("m3", "1:m3", ("a",))
+
+
+def test_read_member_never_raises_on_what_a_member_sent() -> None:
+    garbled = SimpleNamespace(member_id="m", group_instance_id=None, metadata=subscription(["a"], b"\x00\x01\xff"))
+    info = read_member(garbled, cooperative=False)
+    assert info.owned == () and info.problem and "truncated" in info.problem
+    old = SimpleNamespace(member_id="m", group_instance_id=None, metadata=subscription(["a"], version=0, owned_partitions=[]))
+    assert "version 0" in (read_member(old, cooperative=True).problem or "")
+    bad_entry = SimpleNamespace(topic="a", partitions=[-1])
+    neg = SimpleNamespace(member_id="m", group_instance_id=None, metadata=subscription(["a"], version=2, owned_partitions=[bad_entry], generation_id=1))
+    assert "bad partition id" in (read_member(neg, cooperative=True).problem or "")
+
+
+def test_a_newer_generation_wins_a_tie_loses_for_both() -> None:
+    members = [
+        MemberInfo("a", "1:a", ("t",), (("t", 0), ("t", 1), ("t", 2)), 3),  # stale: lost its membership
+        MemberInfo("b", "1:b", ("t",), (("t", 0),), 5),
+        MemberInfo("c", "1:c", ("t",), (("t", 1), ("t", 3)), 5),
+        MemberInfo("d", "1:d", ("t",), (("t", 3),), 5),
+        MemberInfo("e", "1:e", ("t",), (("t", 4),), NO_GENERATION, problem="garbled"),
+    ]
+    claims = settle_claims(members)
+    assert dict(claims.owners) == {("t", 0): "1:b", ("t", 1): "1:c", ("t", 2): "1:a"}
+    assert claims.conflicts == (("t", 3),)
+    # only the newest generation may really hold partitions: a stale claim blocks no move
+    assert dict(claims.holders) == {
+        ("t", 0): frozenset({"1:b"}),
+        ("t", 1): frozenset({"1:c"}),
+        ("t", 3): frozenset({"1:c", "1:d"}),
+    }
