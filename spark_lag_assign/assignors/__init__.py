@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.assignors import lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
+from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
 from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.invariants import check_owners
@@ -22,7 +22,7 @@ from spark_lag_assign.subscriptions import SubscriptionIndex, partition_keys
 
 #: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
 STRATEGIES: dict[str, Strategy] = {
-    m.STRATEGY.name: m.STRATEGY for m in (range_, roundrobin, lagbased, shuffle, sticky, lagsticky)
+    m.STRATEGY.name: m.STRATEGY for m in (range_, roundrobin, lagbased, shuffle, sticky, lagsticky, drain)
 }
 DEFAULT_STRATEGY = "lag-sticky"
 

@@ -115,11 +115,31 @@ class _Group:
     reads: np.ndarray  # bool (topics, consumers): consumer reads topic
     readers: list[np.ndarray]  # per topic, the indices of its readers (ascending)
     identical: bool  # every consumer reads every topic with rows
-    lower_bound: float  # max(total lag / consumers, largest lag): the metric's LB
+    lower_bound: float  # max(total lag / consumers, largest lag): the metric's LB (in times where speed is set)
+    #: None: every consumer equal, loads compared as they are (lag-sticky). Otherwise each
+    #: consumer's relative speed (``drain``): a load counts as ``load / speed``, its *time*
+    speed: np.ndarray | None = None
 
     @property
     def consumers(self) -> int:
         return self.reads.shape[1]
+
+    def times(self, load: np.ndarray, who: np.ndarray | None = None) -> np.ndarray:
+        """``load`` (of the consumers ``who``, or of all) as times; the loads themselves without speeds."""
+        if self.speed is None:
+            return load
+        return load / (self.speed if who is None else self.speed[who])
+
+    def peak(self, load: np.ndarray) -> float:
+        """The largest time of any consumer."""
+        return float(self.times(load).max())
+
+    def fair(self, load: np.ndarray) -> np.ndarray | float:
+        """Each consumer's fair share of the total load: equal, or in proportion to its speed."""
+        total = load.sum()
+        if self.speed is None:
+            return total / self.consumers
+        return total * self.speed / self.speed.sum()
 
 
 @dataclass
@@ -190,12 +210,12 @@ def _sticky(group: _Group, previous: np.ndarray, tolerance: float, max_swaps: in
     state = _State.begin(group, previous)
     _distribute(group, state, sticky=True)
     limit = (1 + tolerance) * group.lower_bound
-    if state.load.max() <= limit:
+    if group.peak(state.load) <= limit:
         return state
     fresh = _fresh(group, tolerance, max_swaps)
-    limit = max(limit, (1 + tolerance) * float(fresh.load.max()))
+    limit = max(limit, (1 + tolerance) * group.peak(fresh.load))
     _improve(group, state, limit, max_swaps)
-    return state if state.load.max() <= limit else fresh
+    return state if group.peak(state.load) <= limit else fresh
 
 
 def _improve(group: _Group, state: _State, limit: float, max_swaps: int) -> None:
@@ -210,9 +230,13 @@ def _improve(group: _Group, state: _State, limit: float, max_swaps: int) -> None
 # the problem as arrays
 
 
-def _group(problem: GroupProblem, consumers: list[str]) -> _Group:
+def _group(
+    problem: GroupProblem, consumers: list[str], weights: np.ndarray | None = None, speed: np.ndarray | None = None
+) -> _Group:
+    """The problem as arrays; ``weights`` (int64 per row) replace the lags, ``speed`` makes
+    consumers unequal (see ``_Group.speed``)."""
     topics = np.asarray(problem.topics, dtype=object)
-    lag = np.asarray(problem.lags, dtype=np.int64)
+    lag = np.asarray(problem.lags if weights is None else weights, dtype=np.int64)
     n_rows = len(lag)
     # loads are exact int64 sums; refuse totals that could wrap rather than plan on garbage
     if float(lag.sum(dtype=np.float64)) >= 2.0**62:
@@ -237,8 +261,12 @@ def _group(problem: GroupProblem, consumers: list[str]) -> _Group:
                     reads[index[t], c] = True
         readers = [np.flatnonzero(row) for row in reads]
     total = int(lag.sum())
-    lower_bound = max(total / n_consumers, float(lag.max()))
-    return _Group(lag, topic, start, stop, reads, readers, identical, lower_bound)
+    if speed is None:
+        lower_bound = max(total / n_consumers, float(lag.max()))
+    else:
+        speed = np.asarray(speed, dtype=np.float64)
+        lower_bound = max(total / float(speed.sum()), float(lag.max()) / float(speed.max()))
+    return _Group(lag, topic, start, stop, reads, readers, identical, lower_bound, speed)
 
 
 def _previous(group: _Group, problem: GroupProblem, consumers: list[str]) -> np.ndarray:
@@ -269,7 +297,7 @@ def _sum_by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 def _distribute(group: _Group, state: _State, sticky: bool) -> None:
     """Steps 1-3 topic by topic, heaviest partition first: quotas, sheds, placement."""
     n_consumers = group.consumers
-    fair = group.lag.sum() / n_consumers
+    fair = group.fair(group.lag)
     base, extras = _base(group)
     if sticky:
         _sticky_quotas(group, state, base, extras)
@@ -285,7 +313,7 @@ def _distribute(group: _Group, state: _State, sticky: bool) -> None:
             # water-filling: the extras to the readers with the fewest partitions expected,
             # then the least lag so far, then the smallest id
             if extras[t]:
-                rank = _ranked(fits, scale, expected[readers], state.load[readers])[: extras[t]]
+                rank = _ranked(fits, scale, expected[readers], state.load[readers], group, readers)[: extras[t]]
                 quota[rank] += 1
                 state.extra[t, readers[rank]] = True
                 expected[readers[rank]] += 1
@@ -299,7 +327,8 @@ def _distribute(group: _Group, state: _State, sticky: bool) -> None:
         for i in np.flatnonzero(held > keep).tolist():
             c = int(readers[i])
             mine = np.flatnonzero(previous == c)
-            drop = mine[_sheds(group.lag[s + mine], int(held[i] - keep[i]), state.load[c] - fair)]
+            share = fair if group.speed is None else fair[c]  # type: ignore[index]
+            drop = mine[_sheds(group.lag[s + mine], int(held[i] - keep[i]), state.load[c] - share)]
             free[drop] = True
             state.owner[s + drop] = -1
             state.load[c] -= int(group.lag[s + drop].sum())
@@ -334,7 +363,7 @@ def _sticky_quotas(group: _Group, state: _State, base: np.ndarray, extras: np.nd
     claim = (held > base[topic_of]) & (extras[topic_of] > 0)
     claimed = np.zeros(group.reads.shape, dtype=bool)
     claimed[topic_of[claim], consumer_of[claim]] = True
-    excess = state.load - group.lag.sum() / n_consumers
+    excess = state.load - group.fair(group.lag)
     costly = np.zeros(group.reads.shape, dtype=bool)
     hurt = claim & (lightest > excess[consumer_of])
     costly[topic_of[hurt], consumer_of[hurt]] = True
@@ -344,11 +373,11 @@ def _sticky_quotas(group: _Group, state: _State, base: np.ndarray, extras: np.nd
         claims = readers[claimed[t, readers]]
         if len(claims) > extras[t]:
             # too many claims: keep those of the fewest expected, then where shedding hurts
-            order = np.lexsort((claims, state.load[claims], ~costly[t, claims], expected[claims]))
+            order = np.lexsort((claims, group.times(state.load[claims], claims), ~costly[t, claims], expected[claims]))
             winners = claims[order[: extras[t]]]
         elif len(claims) < extras[t]:
             others = readers[~claimed[t, readers]]
-            order = np.lexsort((others, state.load[others], expected[others]))
+            order = np.lexsort((others, group.times(state.load[others], others), expected[others]))
             winners = np.r_[claims, others[order[: extras[t] - len(claims)]]]
         else:
             winners = claims
@@ -367,8 +396,10 @@ def _sticky_quotas(group: _Group, state: _State, base: np.ndarray, extras: np.nd
     _even_counts(group, expected, state.extra, state.load, price, lambda giver, taker, topic: None)
 
 
-def _ranked(fits: bool, scale: int, count: np.ndarray, load: np.ndarray) -> np.ndarray:
-    """Positions sorted by (count, load, position)."""
+def _ranked(fits: bool, scale: int, count: np.ndarray, load: np.ndarray, group: _Group, who: np.ndarray) -> np.ndarray:
+    """Positions sorted by (count, load or time, position)."""
+    if group.speed is not None:
+        return np.lexsort((group.times(load, who), count))
     if fits:
         return np.argsort(count * scale + load, kind="stable")
     return np.lexsort((load, count))
@@ -405,7 +436,7 @@ def _place(rows: np.ndarray, readers: np.ndarray, room: np.ndarray, group: _Grou
     for round_ in range(int(room.max())):
         active = holders[room > round_]
         # holders are ascending, so a stable sort on load breaks ties by consumer id
-        active = active[np.argsort(state.load[active], kind="stable")]
+        active = active[np.argsort(group.times(state.load[active], active), kind="stable")]
         take = rows[done : done + len(active)]
         state.owner[take] = active
         state.load[active] += group.lag[take]
@@ -443,12 +474,12 @@ def _even_counts(
             return
         most = int(count[live].max())
         givers = live[count[live] == most]
-        givers = givers[np.lexsort((givers, -load[givers]))]
+        givers = givers[np.lexsort((givers, -group.times(load[givers], givers)))]
         takers = np.flatnonzero(count <= most - 2)
         if len(takers) == 0:
             return
-        takers = takers[np.lexsort((takers, load[takers], count[takers]))]
-        best: tuple[int, int, int, int] | None = None
+        takers = takers[np.lexsort((takers, group.times(load[takers], takers), count[takers]))]
+        best: tuple[float, int, int, int] | None = None
         for giver in givers[:width].tolist():
             for taker in takers[:width].tolist():
                 topics = topics_for(giver, taker)
@@ -485,7 +516,11 @@ def _move_extra(group: _Group, state: _State) -> tuple[HandOver, Callable[[int, 
     def apply(giver: int, taker: int, topic: int) -> None:
         s, e = int(group.start[topic]), int(group.stop[topic])
         rows = s + np.flatnonzero(state.owner[s:e] == giver)
-        half = (int(state.load[giver]) - int(state.load[taker])) / 2
+        if group.speed is None:
+            half = (int(state.load[giver]) - int(state.load[taker])) / 2
+        else:  # the lag that leaves the two with equal times
+            sg, st = float(group.speed[giver]), float(group.speed[taker])
+            half = (float(state.load[giver]) * st - float(state.load[taker]) * sg) / (sg + st)
         row = int(rows[np.argmin(np.abs(group.lag[rows] - half))])
         state.owner[row] = taker
         state.load[giver] -= int(group.lag[row])
@@ -551,10 +586,11 @@ class _Search:
 
     def run(self, limit: float, max_steps: int) -> None:
         """Steps until no consumer carries more than ``limit``, none helps, or ``max_steps``."""
-        load = self.state.load
+        load, group = self.state.load, self.group
         for taken in range(max_steps):
-            top = int(np.argmax(load))
-            if load[top] <= limit:
+            times = group.times(load)
+            top = int(np.argmax(times))
+            if times[top] <= limit:
                 return
             if taken == 0:
                 self._index()
@@ -565,11 +601,11 @@ class _Search:
                 step = move
             if step is None:
                 step = self._exchange(top, rows)
-            if step is None or step[0] >= load[top]:
+            if step is None or step[0] >= times[top]:
                 return
             self._apply(top, step)
 
-    def _apply(self, top: int, step: tuple[int, int, int, int]) -> None:
+    def _apply(self, top: int, step: tuple[float, int, int, int]) -> None:
         _, x, y, other = step
         group, state = self.group, self.state
         tx = int(group.topic[x])
@@ -589,11 +625,15 @@ class _Search:
             if ty >= 0:
                 state.extra[ty, other], state.extra[ty, top] = False, True
 
-    def _swap(self, top: int, rows: np.ndarray) -> tuple[int, int, int, int] | None:
+    def _swap(self, top: int, rows: np.ndarray) -> tuple[float, int, int, int] | None:
         """Best swap of one of ``rows`` with a lighter partition of the same topic."""
         group, owner, load = self.group, self.state.owner, self.state.load
         n_rows = len(group.lag)
-        gap = int(load[top] - load.min())
+        speed = group.speed
+        if speed is None:
+            gap = int(load[top] - load.min())
+        else:  # a partner must be lighter by less than the room some consumer has below top's time
+            gap = float((load[top] / speed[top] * speed - load).max())
         # partners must be lighter than x, by less than the widest gap to another consumer
         low = np.searchsorted(self.sorted_lag, group.lag[rows] - gap, side="right")
         base = group.topic[rows] * n_rows
@@ -606,22 +646,28 @@ class _Search:
         ys = self.by_key[np.repeat(lo, width) + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)]
         others = owner[ys]
         d = group.lag[xs] - group.lag[ys]
-        ok = (others != top) & (d < load[top] - load[others])
+        if speed is None:
+            ok = (others != top) & (d < load[top] - load[others])
+        else:
+            ok = (others != top) & ((load[others] + d) / speed[others] < load[top] / speed[top])
         if not ok.any():
             return None
         xs, ys, others, d = xs[ok], ys[ok], others[ok], d[ok]
-        new = np.maximum(load[top] - d, load[others] + d)
+        if speed is None:
+            new = np.maximum(load[top] - d, load[others] + d)
+        else:
+            new = np.maximum((load[top] - d) / speed[top], (load[others] + d) / speed[others])
         i = int(np.argmin(new))
-        return int(new[i]), int(xs[i]), int(ys[i]), int(others[i])
+        return new[i].item(), int(xs[i]), int(ys[i]), int(others[i])
 
-    def _move(self, top: int, rows: np.ndarray, partners: int = 16) -> tuple[int, int, int, int] | None:
+    def _move(self, top: int, rows: np.ndarray, partners: int = 16) -> tuple[float, int, int, int] | None:
         """Best move of one of ``top``'s extra partitions to one of the ``partners`` least
         loaded readers that hold fewer partitions in all and only the base of its topic."""
         group, state = self.group, self.state
         takers = np.flatnonzero(state.count < state.count[top])
         if len(takers) == 0:
             return None
-        takers = takers[np.argsort(state.load[takers], kind="stable")[:partners]]
+        takers = takers[np.argsort(group.times(state.load[takers], takers), kind="stable")[:partners]]
         extras = rows[state.extra[group.topic[rows], top]]
         if len(extras) == 0:
             return None
@@ -633,23 +679,35 @@ class _Search:
         if not usable.any():
             return None
         xs, to = extras[usable], takers[first[usable]]
-        new = np.maximum(state.load[top] - group.lag[xs], state.load[to] + group.lag[xs])
+        new = np.maximum(
+            group.times(state.load[top] - group.lag[xs], np.full(len(xs), top)),
+            group.times(state.load[to] + group.lag[xs], to),
+        )
         i = int(np.argmin(new))
-        return int(new[i]), int(xs[i]), -1, int(to[i])
+        return new[i].item(), int(xs[i]), -1, int(to[i])
 
-    def _exchange(self, top: int, rows: np.ndarray, partners: int = 8) -> tuple[int, int, int, int] | None:
+    def _exchange(self, top: int, rows: np.ndarray, partners: int = 8) -> tuple[float, int, int, int] | None:
         """Best exchange of an extra partition of ``top`` for a lighter extra partition of
         another topic held by one of the ``partners`` least loaded consumers."""
         group, state, load = self.group, self.state, self.state.load
-        best: tuple[int, int, int, int] | None = None
+        best: tuple[float, int, int, int] | None = None
         mine = rows[state.extra[group.topic[rows], top]]
         if len(mine) == 0:
             return None
-        others = np.argsort(load, kind="stable")[:partners]
+        others = np.argsort(group.times(load), kind="stable")[:partners]
+        speed = group.speed
         for other in others[others != top].tolist():
-            gap = int(load[top] - load[other])
-            if gap <= 1:
-                continue
+            if speed is None:
+                gap = int(load[top] - load[other])
+                if gap <= 1:
+                    continue
+                aim = gap / 2
+            else:  # moving d from top to other helps while d < gap; d = aim evens their times
+                st, so = float(speed[top]), float(speed[other])
+                gap = float(load[top]) / st * so - float(load[other])
+                if gap <= 0:
+                    continue
+                aim = (float(load[top]) * so - float(load[other]) * st) / (st + so)
             tx = group.topic[mine]
             xs = mine[~state.extra[tx, other] & group.reads[tx, other]]
             theirs = self.held.rows(other)
@@ -660,17 +718,21 @@ class _Search:
             ys = ys[np.argsort(group.lag[ys], kind="stable")]
             ylag = group.lag[ys]
             # the best partner for x is the nearest to lag(x) - gap/2, from below or above
-            at = np.searchsorted(ylag, group.lag[xs] - gap / 2)
+            at = np.searchsorted(ylag, group.lag[xs] - aim)
             for j in (np.maximum(at - 1, 0), np.minimum(at, len(ys) - 1)):
                 d = group.lag[xs] - ylag[j]
                 ok = (d > 0) & (d < gap)
                 if not ok.any():
                     continue
-                new = np.maximum(load[top] - d, load[other] + d)
-                new = np.where(ok, new, np.iinfo(np.int64).max)
+                if speed is None:
+                    new = np.maximum(load[top] - d, load[other] + d)
+                    new = np.where(ok, new, np.iinfo(np.int64).max)
+                else:
+                    new = np.maximum((load[top] - d) / st, (load[other] + d) / so)
+                    new = np.where(ok, new, np.inf)
                 i = int(np.argmin(new))
-                if best is None or int(new[i]) < best[0]:
-                    best = (int(new[i]), int(xs[i]), int(ys[j[i]]), int(other))
+                if best is None or new[i].item() < best[0]:
+                    best = (new[i].item(), int(xs[i]), int(ys[j[i]]), int(other))
         return best
 
 

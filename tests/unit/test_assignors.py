@@ -157,7 +157,7 @@ def copy_input(group: Group) -> Group:
 
 
 def test_registry_holds_exactly_the_six_strategies_of_the_design() -> None:
-    assert NAMES == ["range", "roundrobin", "lag", "shuffle", "sticky", "lag-sticky"]
+    assert NAMES == ["range", "roundrobin", "lag", "shuffle", "sticky", "lag-sticky", "drain"]
     assert sla.DEFAULT_STRATEGY == "lag-sticky"
     assert all(spec.name == name for name, spec in sla.STRATEGIES.items())
 

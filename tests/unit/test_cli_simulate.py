@@ -59,7 +59,7 @@ def test_each_strategy_drains_in_the_time_worked_out_by_hand(three: Path, capsys
 
 def test_every_strategy_by_default(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["simulate", "--offsets", str(three), "--consumers", "c0,c1", "--rate", "100"]) == 0
-    assert list(summary(capsys.readouterr().out)) == ["range", "roundrobin", "lag", "shuffle", "sticky", "lag-sticky"]
+    assert list(summary(capsys.readouterr().out)) == ["range", "roundrobin", "lag", "shuffle", "sticky", "lag-sticky", "drain"]
 
 
 def test_produce_rates_from_a_later_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

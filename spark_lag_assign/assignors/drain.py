@@ -1,0 +1,231 @@
+"""drain: plan for time, not messages. The largest time-to-drain as small as the counts allow.
+
+The time model is ``spark_lag_assign.simulate``'s: consumer ``c`` reads ``r_c`` records per
+second, producers append ``p_i`` per second to partition ``i``, so ``c`` drains its lag
+``L_c`` in ``L_c / (r_c - P_c)`` (``P_c``: the produce rate of its partitions), never if
+``P_c >= r_c``. The plan drains when its slowest consumer does: that makespan is what
+``drain`` minimises.
+
+Priorities, in order:
+
+1. Counts, as lag-sticky: per topic every reader holds floor or ceil of P/C partitions, and
+   over the group consumers differ by at most one where subscriptions agree.
+2. The makespan, as close to the fluid lower bound as the counts allow (see
+   ``spark_lag_assign.rates.lower_bound``). Never slower than lag-sticky on the same input.
+3. Stickiness: a previous plan is kept unless a new one drains more than ``margin``
+   (default 5%) sooner.
+
+How (lag-sticky's machinery, with weights and speeds). Draining by time ``T`` means
+``L_c + T·P_c <= T·r_c`` for every consumer: the messages a consumer must read by ``T``
+(its backlog and what is appended meanwhile) fit in what it reads by then. So for a target
+``T`` each partition weighs ``w_i = L_i + T·p_i`` and each consumer has speed ``r_c``, and
+balancing ``load / speed`` is lag-sticky's problem with unequal consumers:
+
+1. ``T`` = the fluid lower bound; lag-sticky's steps on the weights (from scratch, or
+   restoring the previous plan's counts and keeping it if it is within the margin).
+2. ``T`` = the makespan the plan reached; reweigh and run lag-sticky's local search again
+   (a plan whose every ``load / speed`` is below ``T`` drains before ``T``): a few rounds,
+   each taken only if it shortens the makespan.
+3. lag-sticky's own plan of the same input is a candidate too: the plan that drains
+   soonest wins, lag-sticky's on a tie. With a previous plan, the previous owners (counts
+   restored) are kept unless the winner drains more than ``margin`` sooner.
+
+With no rates, or equal read rates and no producers, time is lag over a constant and the
+strategy is lag-sticky itself (``margin`` as its ``tolerance``).
+
+When producers append faster than a consumer can read, whatever it is given, there is no
+time to give: the plan is still made (the least overloaded found) and
+``cannot_keep_up(...)`` names the consumers that never drain; the planner prints it and
+``plan.json`` lists them.
+
+Options: ``margin`` (0.05), ``max_swaps`` (1000, as lag-sticky), ``read_rates``
+(``{consumer: records/s}``, every consumer), ``produce_rates`` (DataFrame[topic,
+partition, produce_rate]; partitions missing from it count as 0).
+
+Worked example. C0 reads 200/s, C1 100/s; t0 has lags 600, 300, 300, 0 and nothing is
+produced. lag-sticky evens lag: C0 [t0p0, t0p3] 600, C1 [t0p1, t0p2] 600, so C1 needs 6 s.
+``drain`` weighs the same lags against speeds 2:1: LB = 1200 / 300 = 4 s; C0 takes 600 and
+300 (4.5 s), C1 300 and 0 (3 s)::
+
+    C0: [t0p0, t0p2]  900 -> 4.5 s
+    C1: [t0p1, t0p3]  300 -> 3.0 s
+
+Two partitions each (the counts), and 4.5 s is the best two-and-two split.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spark_lag_assign import rates as rates_mod
+from spark_lag_assign.assignors import lagsticky
+from spark_lag_assign.assignors.base import GroupProblem, Strategy
+from spark_lag_assign.errors import InputError, StrategyError
+
+DEFAULTS: dict[str, float | int] = {"margin": 0.05, "max_swaps": 1_000}
+RATE_OPTIONS = ("read_rates", "produce_rates")
+ROUNDS = 4  # reweighing rounds of step 2; each must shorten the makespan, most stop after one or two
+SCALE = 2.0**40  # weights are integers: the total weight is scaled to about this many units
+
+
+@dataclass(frozen=True)
+class Options:
+    margin: float
+    max_swaps: int
+    read: dict[str, float] | None
+    produce: pd.DataFrame | None
+
+
+def options(raw: Mapping[str, Any]) -> Options:
+    unknown = sorted(set(raw) - set(DEFAULTS) - set(RATE_OPTIONS))
+    if unknown:
+        raise StrategyError(f"drain takes no option {', '.join(unknown)}; it takes: {', '.join((*DEFAULTS, *RATE_OPTIONS))}")
+    margin = raw.get("margin", DEFAULTS["margin"])
+    max_swaps = raw.get("max_swaps", DEFAULTS["max_swaps"])
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin >= 0 or not math.isfinite(margin):
+        raise StrategyError(f"drain: margin must be a number >= 0, not {margin!r}")
+    if isinstance(max_swaps, bool) or not isinstance(max_swaps, int) or max_swaps < 0:
+        raise StrategyError(f"drain: max_swaps must be an integer >= 0, not {max_swaps!r}")
+    read = raw.get("read_rates")
+    if read is not None:
+        if not isinstance(read, Mapping):
+            raise StrategyError("drain: read_rates must map consumer ids to records per second")
+        read = {str(c): rates_mod.check_rate(v, f"the read rate of consumer {c!r}") for c, v in read.items()}
+    produce = raw.get("produce_rates")
+    if produce is not None:
+        if not isinstance(produce, pd.DataFrame) or not {"topic", "partition", "produce_rate"} <= set(produce.columns):
+            raise StrategyError("drain: produce_rates must be a DataFrame[topic, partition, produce_rate]")
+        values = pd.to_numeric(produce["produce_rate"], errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            r = produce.iloc[int(np.argmax(bad))]
+            raise InputError(f"drain: invalid produce rate {r['produce_rate']!r} for {r['topic']}-{r['partition']}")
+    return Options(float(margin), int(max_swaps), read, produce)
+
+
+def consumer_rates(read: Mapping[str, float], consumers: list[str]) -> np.ndarray:
+    """The read rate of each consumer, in order; InputError for a missing or unknown one."""
+    unknown = sorted(set(read) - set(consumers))
+    if unknown:
+        raise InputError(f"read rates given for consumer(s) not in the group: {', '.join(unknown[:5])}")
+    missing = [c for c in consumers if c not in read]
+    if missing:
+        raise InputError(f"no read rate for consumer(s) {', '.join(missing[:5])}")
+    return np.asarray([read[c] for c in consumers], dtype=np.float64)
+
+
+def assign_group(problem: GroupProblem) -> list[str]:
+    opts = options(problem.options)
+    consumers = list(problem.consumers)
+    if len(problem.partitions) == 0:
+        return []
+    plain = replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps})
+    if opts.read is None:
+        return lagsticky.assign_group(plain)
+    speed = consumer_rates(opts.read, consumers)
+    produce = rates_mod.align_produce(opts.produce, problem.topics, problem.partitions)
+    if not produce.any() and np.all(speed == speed[0]):
+        return lagsticky.assign_group(plain)  # time is lag over a constant
+    names = np.asarray(consumers, dtype=object)
+    return names[_plan(problem, consumers, speed, produce, opts)].tolist()
+
+
+def makespan(owner: np.ndarray, lags: np.ndarray, produce: np.ndarray, speed: np.ndarray) -> tuple[float, float]:
+    """(time to drain, overload): the slowest consumer's time, and how far producers outrun the
+    most overloaded consumer (max of P_c / r_c; at most 1 where every consumer keeps up)."""
+    n = len(speed)
+    lag_c = np.bincount(owner, weights=lags.astype(np.float64), minlength=n)
+    prod_c = np.bincount(owner, weights=produce, minlength=n)
+    times = rates_mod.drain_seconds(lag_c, prod_c, speed)
+    return float(times.max()), float((prod_c / speed).max())
+
+
+def cannot_keep_up(owner: np.ndarray, lags: np.ndarray, produce: np.ndarray, speed: np.ndarray) -> np.ndarray:
+    """Indices of consumers that never drain under ``owner``."""
+    n = len(speed)
+    lag_c = np.bincount(owner, weights=lags.astype(np.float64), minlength=n)
+    prod_c = np.bincount(owner, weights=produce, minlength=n)
+    return np.flatnonzero(np.isinf(rates_mod.drain_seconds(lag_c, prod_c, speed)))
+
+
+def _weights(lags: np.ndarray, produce: np.ndarray, horizon: float) -> np.ndarray:
+    """``L_i + T·p_i`` as int64, scaled so that their total is about ``SCALE`` units."""
+    w = lags.astype(np.float64) + horizon * produce
+    total = float(w.sum())
+    if total <= 0:
+        return np.zeros(len(w), dtype=np.int64)
+    return np.rint(w * (SCALE / total)).astype(np.int64)
+
+
+def _better(a: tuple[float, float], b: tuple[float, float], margin: float = 0.0) -> bool:
+    """Does a plan with (makespan, overload) ``a`` drain more than ``margin`` sooner than ``b``?
+    Between plans that never drain, the less overloaded is better."""
+    if math.isinf(a[0]) or math.isinf(b[0]):
+        if math.isinf(a[0]) != math.isinf(b[0]):
+            return not math.isinf(a[0])
+        return a[1] * (1 + margin) < b[1]
+    return a[0] * (1 + margin) < b[0]
+
+
+def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produce: np.ndarray, opts: Options) -> np.ndarray:
+    lags = np.asarray(problem.lags, dtype=np.int64)
+    bound = rates_mod.lower_bound(lags, produce, speed)
+    if math.isinf(bound):
+        # producers outrun the whole group: no plan drains; spread the produce rates instead
+        horizon = 1e9
+    else:
+        # a horizon of at least one second so that caught-up partitions still weigh what they produce
+        horizon = max(bound, 1.0)
+    relative = speed / speed.max()
+
+    def group_for(t: float) -> lagsticky._Group:
+        return lagsticky._group(problem, consumers, weights=_weights(lags, produce, t), speed=relative)
+
+    group = group_for(horizon)
+    previous = lagsticky._previous(group, problem, consumers)
+    sticky = bool((previous >= 0).any())
+    # step 1
+    state = lagsticky._sticky(group, previous, opts.margin, opts.max_swaps) if sticky else lagsticky._fresh(
+        group, opts.margin, opts.max_swaps
+    )
+    best = state.owner.copy()
+    score = makespan(best, lags, produce, speed)
+    # step 2: reweigh at the makespan reached and search again
+    for _ in range(ROUNDS):
+        target = score[0] if math.isfinite(score[0]) else 2 * horizon
+        if math.isfinite(score[0]) and score[0] <= bound * (1 + opts.margin / 4):
+            break
+        horizon = max(target, 1.0)
+        group = group_for(horizon)
+        state.load[:] = lagsticky._sum_by(state.owner, group.lag, group.consumers)
+        lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
+        found = makespan(state.owner, lags, produce, speed)
+        if not _better(found, score):
+            break
+        best, score = state.owner.copy(), found
+    # step 3: lag-sticky's plan, and the previous owners
+    plain = lagsticky.assign_group(replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
+    plain_owner = pd.Index(consumers).get_indexer(pd.Index(plain)).astype(np.int64)
+    plain_score = makespan(plain_owner, lags, produce, speed)
+    if not _better(score, plain_score):
+        best, score = plain_owner, plain_score
+    if sticky:
+        group = group_for(horizon)
+        kept = lagsticky._State.begin(group, previous)
+        lagsticky._distribute(group, kept, sticky=True)
+        kept_score = makespan(kept.owner, lags, produce, speed)
+        if not _better(score, kept_score, opts.margin):
+            best = kept.owner
+    return best
+
+
+STRATEGY = Strategy(
+    "drain", "group", "minimises the largest time to drain from read and produce rates; count-balanced, sticky",
+    assign_group=assign_group, options=(*DEFAULTS, *RATE_OPTIONS), uses_previous=True,
+)
