@@ -1,38 +1,28 @@
-"""Load: the plan format and its atomic, versioned writer (DESIGN.md, "Plan files").
+"""The plan document (DESIGN.md, "Plan files"): its fields, its JSON, and reading a plan file.
 
-An output directory holds every generation and a pointer to the current one::
-
-    DIR/generations/000007/plan.json                 the whole plan
-    DIR/generations/000007/assign/<consumer>.json    that consumer's Kafka source ``assign`` JSON
-    DIR/generations/000007/starting-offsets/<consumer>.json   ... and its ``startingOffsets`` JSON
-    DIR/current -> generations/000007                the one thing a new plan changes
-    DIR/plan.json, DIR/assign, DIR/starting-offsets -> through current/
-
-A generation is written completely under a temporary name, renamed into place, and only
-then does ``current`` flip, by renaming a new symlink over the old one. A reader therefore
-sees the old plan or the new one, never a torn file or a mix of generations, and a run that
-fails or is killed at any moment leaves the previous plan as it was. A lock file keeps two
-runs from writing the same directory at once.
+Where plans are published and how a generation becomes visible whole is the store's
+business (``spark_lag_assign.store``: a Kafka store, or a plan directory whose layout
+``spark_lag_assign.store.directory`` describes); this module only builds, encodes and
+checks the document, so the planner, the stores and the pipelines agree on one format.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
-import shutil
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.errors import InputError, PlanError, PlanLockedError
+from spark_lag_assign.errors import InputError, PlanError
 from spark_lag_assign.subscriptions import distinct
+
+if TYPE_CHECKING:
+    from spark_lag_assign.rates import Observation, Rates
 
 FORMAT_VERSION = 1
 CONSUMER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}$")
@@ -46,6 +36,13 @@ class ConsumerPlan(TypedDict):
     partitions: int
     lag: int
     subscriptions: list[str] | str  # "*": every topic of the plan
+    # with rates (build_plan(..., rates=...)): records per second, seconds; null where unknown or never
+    read_rate: NotRequired[float | None]
+    read_rate_source: NotRequired[str | None]  # measured, configured, floor (caught up: a lower bound)
+    produce_rate: NotRequired[float]
+    drain_seconds: NotRequired[float | None]
+    keeps_up: NotRequired[bool | None]  # false: producers append at least as fast as it reads
+    partition_drain_seconds: NotRequired[dict[str, dict[str, float | None]]]  # topic -> {"partition": seconds}
 
 
 class Plan(TypedDict):
@@ -63,6 +60,13 @@ class Plan(TypedDict):
     unassigned: dict[str, list[int]]  # partitions of topics nobody subscribes to
     totals: dict[str, int]
     quality: dict[str, Any]
+    # time to drain (issue 12): the slowest consumer's seconds, null where unknown or never
+    drain_seconds: NotRequired[float | None]
+    rates_source: NotRequired[str]  # measured, configured, measured+configured, none
+    rates_estimated: NotRequired[bool]  # true: fewer than two observations (produce rates taken as 0)
+    cannot_keep_up: NotRequired[list[str]]  # consumers whose producers outrun them: they never drain
+    rates_notes: NotRequired[list[str]]
+    observed: NotRequired[dict[str, Any]]  # end and committed offsets and their time: the next run's rates
 
 
 def check_consumer_ids(consumers: Sequence[str]) -> None:
@@ -91,6 +95,8 @@ def build_plan(
     options: Mapping[str, Any] | None = None,
     quality: Mapping[str, Any] | None = None,
     created: datetime | None = None,
+    rates: Rates | None = None,
+    observed: Observation | None = None,
 ) -> Plan:
     """The plan document of a plan table: rows[consumer (null: unassigned), topic, partition, lag, starting_offset]."""
     planned = sorted(set(rows["topic"]))
@@ -140,7 +146,7 @@ def build_plan(
     unassigned = {
         str(t): sorted(int(p) for p in g["partition"]) for t, g in unassigned_rows.groupby("topic", sort=True)
     }
-    return {
+    doc: Plan = {
         "format": FORMAT_VERSION,
         "generation": int(generation),
         "strategy": strategy,
@@ -161,6 +167,64 @@ def build_plan(
         },
         "quality": dict(quality or {}),
     }
+    if rates is not None:
+        _add_times(doc, assigned, rates)
+    if observed is not None:
+        from spark_lag_assign.rates import observation_json
+
+        doc["observed"] = observation_json(observed)
+    return doc
+
+
+def _seconds(value: float) -> float | None:
+    return None if not np.isfinite(value) else round(float(value), 3)
+
+
+def _add_times(doc: Plan, assigned: pd.DataFrame, rates: Rates) -> None:
+    """Per consumer and partition, and for the group: the time to drain under the fluid model
+    of ``spark_lag_assign.simulate`` (null where a read rate is unknown, or it never drains)."""
+    from spark_lag_assign.rates import align_produce, drain_seconds
+    from spark_lag_assign.simulate import _drain_partitions
+
+    rows = assigned.sort_values(["consumer", "topic", "partition"], kind="stable")
+    produce = align_produce(rates.produce, rows["topic"].to_numpy(), rows["partition"].to_numpy())
+    owners = rows["consumer"].to_numpy(dtype=object)
+    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(rows) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(rows)].astype(np.int64)
+    lag = rows["lag"].to_numpy(dtype=np.float64)
+    topics = rows["topic"].tolist()
+    partitions = rows["partition"].astype(np.int64).tolist()
+    spans = {str(owners[s]): (int(s), int(e)) for s, e in zip(starts, ends)}
+    slowest: float | None = 0.0
+    stuck: list[str] = []
+    for consumer, entry in doc["consumers"].items():
+        s, e = spans.get(consumer, (0, 0))
+        rate = rates.read.get(consumer)
+        p = float(produce[s:e].sum())
+        entry["read_rate"] = rate
+        entry["read_rate_source"] = rates.read_source.get(consumer)
+        entry["produce_rate"] = round(p, 6)
+        if rate is None:
+            entry["drain_seconds"], entry["keeps_up"] = None, None
+            slowest = None
+            continue
+        t = float(drain_seconds(float(lag[s:e].sum()), p, rate))
+        entry["drain_seconds"] = _seconds(t)
+        entry["keeps_up"] = bool(np.isfinite(t))
+        if not np.isfinite(t):
+            stuck.append(consumer)
+        elif slowest is not None:
+            slowest = max(slowest, t)
+        done, _ = _drain_partitions(lag[s:e], produce[s:e], rate)
+        by_topic: dict[str, dict[str, float | None]] = {}
+        for i, d in zip(range(s, e), done.tolist()):
+            by_topic.setdefault(topics[i], {})[str(partitions[i])] = _seconds(d)
+        entry["partition_drain_seconds"] = by_topic
+    doc["drain_seconds"] = None if stuck or slowest is None else round(slowest, 3)
+    doc["rates_source"] = rates.source
+    doc["rates_estimated"] = rates.estimated
+    doc["cannot_keep_up"] = stuck
+    doc["rates_notes"] = list(rates.notes)
 
 
 def _dumps(value: Any) -> str:
@@ -244,113 +308,3 @@ def read_plan_file(path: str | Path) -> Plan:
 def read_plan(directory: str | Path) -> Plan:
     """The current plan of an output directory."""
     return read_plan_file(Path(directory) / "plan.json")
-
-
-def read_current(directory: str | Path) -> Plan | None:
-    """The current plan, or None where the directory holds none yet."""
-    path = Path(directory) / "plan.json"
-    if not path.exists() and not path.is_symlink():
-        return None
-    return read_plan_file(path)
-
-
-def generation_dir(directory: str | Path, generation: int) -> Path:
-    return Path(directory) / "generations" / f"{generation:06d}"
-
-
-def read_generation(directory: str | Path, generation: int) -> Plan | None:
-    path = generation_dir(directory, generation) / "plan.json"
-    return read_plan_file(path) if path.exists() else None
-
-
-# -- writing ---------------------------------------------------------------------------
-
-
-@contextmanager
-def locked(directory: str | Path) -> Iterator[Path]:
-    """Hold the output directory's lock for one run; a second run at once is refused."""
-    directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise PlanError(f"output directory {directory} is not writable: {exc.strerror or exc}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PlanLockedError(f"another run is writing {directory} (its .lock is held)") from None
-        yield directory
-    finally:
-        os.close(fd)
-
-
-def check_writable(directory: str | Path) -> None:
-    """Fail before any work if the plan could not be written."""
-    directory = Path(directory)
-    probe = directory
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK | os.X_OK) or (directory.exists() and not directory.is_dir()):
-        raise PlanError(f"output directory {directory} is not writable")
-
-
-def _write_file(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _link(target: str, link: Path) -> None:
-    """Point ``link`` at ``target`` atomically (a new symlink renamed over the old one)."""
-    tmp = link.with_name(f".{link.name}.tmp-{os.getpid()}")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
-
-
-def write_plan(directory: str | Path, plan: Plan) -> Path:
-    """Write a plan as the directory's new current generation; call it holding ``locked(directory)``."""
-    directory = Path(directory)
-    generations = directory / "generations"
-    final = generation_dir(directory, plan["generation"])
-    staging = generations / f".{plan['generation']:06d}.tmp-{os.getpid()}"
-    try:
-        generations.mkdir(parents=True, exist_ok=True)
-        for leftover in generations.glob(".*.tmp-*"):  # from a run that was killed mid-write
-            shutil.rmtree(leftover, ignore_errors=True)
-        (staging / "assign").mkdir(parents=True)
-        (staging / "starting-offsets").mkdir()
-        parts = {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
-        for consumer, (assign, starting) in parts.items():
-            _write_file(staging / "assign" / f"{consumer}.json", assign + "\n")
-            _write_file(staging / "starting-offsets" / f"{consumer}.json", starting + "\n")
-        _write_file(staging / "plan.json", plan_json(plan, parts))
-        os.sync()  # one flush for every file of the generation, before it can become current
-        if final.exists():  # written by a run that died before flipping ``current``: never current
-            current = directory / "current"
-            if current.is_symlink() and (directory / os.readlink(current)).resolve() == final.resolve():
-                raise PlanError(f"generation {plan['generation']} already exists in {directory}")
-            shutil.rmtree(final)
-        os.rename(staging, final)
-        _fsync_dir(generations)
-        _link(os.path.join("generations", final.name), directory / "current")
-        for name in ("plan.json", "assign", "starting-offsets"):
-            link = directory / name
-            if not link.is_symlink():
-                if link.exists():
-                    raise PlanError(f"{link} exists and is not the link this tool keeps; move it away")
-                _link(os.path.join("current", name), link)
-        _fsync_dir(directory)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise PlanError(f"cannot write the plan to {directory}: {exc.strerror or exc}") from None
-    return final / "plan.json"

@@ -1,4 +1,4 @@
-"""The plan format and its writer: generations, atomic replacement, the lock, bad files."""
+"""The plan format, and publishing it to a plan directory: generations, whole or nothing, bad files."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from spark_lag_assign import plan as plan_io
-from spark_lag_assign.errors import InputError, PlanError, PlanLockedError
+from spark_lag_assign.errors import InputError, PlanError
+from spark_lag_assign.store import StoreError, open_store
 
 SUBS = {"C0": ["t0", "t1"], "C1": ["t0"], "idle": ["t1"]}
 
@@ -73,11 +74,15 @@ def test_assign_strings_are_what_the_kafka_source_takes() -> None:
     assert plan_io.starting_offsets_json(doc["consumers"]["C1"]) == '{"t0":{"1":11,"2":-2}}'
 
 
-def test_write_then_read_round_trips_and_links_the_current_generation(tmp_path: Path) -> None:
+def publish(directory: Path, doc: plan_io.Plan) -> None:
+    with open_store(str(directory)) as store, store.publisher() as publisher:
+        publisher.publish(doc)
+
+
+def test_publish_then_read_round_trips_and_links_the_current_generation(tmp_path: Path) -> None:
     doc = make()
-    with plan_io.locked(tmp_path):
-        plan_io.write_plan(tmp_path, doc)
-    assert plan_io.read_plan(tmp_path) == doc
+    publish(tmp_path, doc)
+    assert plan_io.read_plan(tmp_path) == doc  # through the convenience link a user may point Spark at
     assert os.readlink(tmp_path / "current") == "generations/000001"
     assert (tmp_path / "assign" / "C1.json").read_text().strip() == '{"t0":[1,2]}'
     assert (tmp_path / "starting-offsets" / "C0.json").read_text().strip() == '{"t0":{"0":7},"t1":{"0":-1}}'
@@ -86,31 +91,23 @@ def test_write_then_read_round_trips_and_links_the_current_generation(tmp_path: 
 
 def test_generations_are_kept_and_the_assignment_frame_round_trips(tmp_path: Path) -> None:
     for g in (1, 2, 3):
-        with plan_io.locked(tmp_path):
-            plan_io.write_plan(tmp_path, make(g))
-    assert plan_io.read_plan(tmp_path)["generation"] == 3
-    assert [p.name for p in sorted((tmp_path / "generations").iterdir())] == ["000001", "000002", "000003"]
-    assert plan_io.read_generation(tmp_path, 2)["generation"] == 2  # type: ignore[index]
-    frame = plan_io.assignment_frame(plan_io.read_plan(tmp_path))
+        publish(tmp_path, make(g))
+    with open_store(str(tmp_path)) as store:
+        assert store.generations() == [1, 2, 3]
+        assert store.get(2)["generation"] == 2  # type: ignore[index]
+        latest = store.latest()
+    assert latest is not None and latest["generation"] == 3
+    frame = plan_io.assignment_frame(latest)
     want = rows().dropna(subset=["consumer"])[["consumer", "topic", "partition"]]
     assert sorted(map(tuple, frame.values.tolist())) == sorted(map(tuple, want.values.tolist()))
 
 
-def test_a_second_run_on_the_same_directory_is_refused(tmp_path: Path) -> None:
-    with plan_io.locked(tmp_path):
-        with pytest.raises(PlanLockedError, match="another run is writing"):
-            with plan_io.locked(tmp_path):
-                pass
-
-
-def test_an_output_path_that_is_a_file_is_not_writable(tmp_path: Path) -> None:
+def test_a_store_path_that_is_a_file_is_one_line_and_untouched(tmp_path: Path) -> None:
     blocker = tmp_path / "plan-dir"
     blocker.write_text("a file where the directory should be")
-    with pytest.raises(PlanError, match="is not writable"):
-        plan_io.check_writable(blocker)
-    with pytest.raises(PlanError, match="is not writable"):
-        with plan_io.locked(blocker / "below"):
-            pass
+    with pytest.raises(StoreError) as err:
+        publish(blocker / "below", make())
+    assert "\n" not in str(err.value) and str(blocker) in str(err.value)
     assert blocker.read_text() == "a file where the directory should be"
 
 
@@ -144,35 +141,38 @@ def test_a_consumer_id_given_twice_is_refused() -> None:
 WRITER = """
 import sys, pandas as pd
 from spark_lag_assign import plan as plan_io
+from spark_lag_assign.store import open_store
 out = sys.argv[1]
 subs = {f"consumer-{i:04d}": ["t"] for i in range(400)}
 rows = pd.DataFrame({"consumer": [f"consumer-{i % 400:04d}" for i in range(40000)], "topic": "t",
                      "partition": range(40000), "lag": 1, "starting_offset": -2})
-g = 1
-while True:
-    g += 1
-    with plan_io.locked(out):
-        plan_io.write_plan(out, plan_io.build_plan(rows, subs, generation=g, strategy="lag", reset="latest"))
-    print(g, flush=True)
+with open_store(out) as store:
+    while True:
+        with store.publisher() as publisher:
+            g = publisher.next_generation()
+            publisher.publish(plan_io.build_plan(rows, subs, generation=g, strategy="lag", reset="latest"))
+        print(g, flush=True)
 """
 
 
 @pytest.mark.parametrize("delay", [0.05, 0.2, 0.45, 0.8])
 def test_killing_a_writer_at_any_moment_leaves_a_whole_plan(tmp_path: Path, delay: float) -> None:
-    with plan_io.locked(tmp_path):
-        plan_io.write_plan(tmp_path, make(1))
+    publish(tmp_path, make(1))
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     time.sleep(1.0 + delay)  # interpreter start, then somewhere inside a write
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    doc = plan_io.read_plan(tmp_path)  # parses: never torn
-    gen_dir = tmp_path / "generations" / f"{doc['generation']:06d}"
-    assert (tmp_path / "current").resolve() == gen_dir.resolve()
-    for consumer, entry in doc["consumers"].items():
-        # every per-consumer file belongs to the same generation as plan.json
-        assert (tmp_path / "assign" / f"{consumer}.json").read_text().strip() == plan_io.assign_json(entry)
-    # the next run cleans what the killed one left half-written and goes on
-    with plan_io.locked(tmp_path):
-        plan_io.write_plan(tmp_path, make(doc["generation"] + 1))
-    assert not list((tmp_path / "generations").glob(".*"))
-    assert plan_io.read_plan(tmp_path)["generation"] == doc["generation"] + 1
+    with open_store(str(tmp_path)) as store:
+        doc = store.latest()  # whole: never torn, never a mix
+        assert doc is not None
+        for consumer, entry in doc["consumers"].items():
+            # every per-consumer file of the generation belongs to the same plan
+            gen = tmp_path / "generations" / f"{doc['generation']:06d}"
+            assert (gen / "assign" / f"{consumer}.json").read_text().strip() == plan_io.assign_json(entry)
+        # the next run goes on after whatever the killed one left half-written
+        with store.publisher() as publisher:
+            nxt = publisher.next_generation()
+            assert nxt > doc["generation"]
+            publisher.publish(make(nxt))
+        latest = store.latest()
+    assert latest is not None and latest["generation"] == nxt
