@@ -444,6 +444,11 @@ class PlanFollower:
         if self._commit is not None:
             self._commit.open()  # fences our own earlier incarnation's commits; clears a fencing we went through
         starting = self._start_offsets(plan, assign)
+        if self.clock() >= core.deadline() - core.renew_every:
+            # opening the committer or reading offsets was slow (a broker clearing a killed
+            # predecessor's transaction): start only with most of a lease ahead, as decided
+            log.info("%s renews its claim before it starts: the lease ran low while preparing", self.consumer)
+            return
         stream = stream_for(self.spark, plan, self.consumer, self.store.uri, starting, self.options)
         checkpoint = join_uri(self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}")
         query = self.start_query(stream, checkpoint)

@@ -61,6 +61,27 @@ def parse_metadata(text: str | None) -> tuple[str, int] | None:
         return None
 
 
+def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:
+    """``send_offsets_to_transaction`` or ``commit_transaction``, waiting at most ``timeout_ms``.
+
+    kafka-python 3.0.12 waits for both without a bound, so a broker that is away would hang
+    the commit (and the micro-batch listener behind it) until it came back. This does what
+    those two methods do, through the same transaction manager, but with a bounded wait; a
+    timeout leaves the transaction undecided, so the caller closes the producer and the
+    next commit opens a new one (whose ``init_transactions`` aborts the undecided one).
+    """
+    from kafka.errors import KafkaTimeoutError
+
+    manager, sender = getattr(producer, "_transaction_manager", None), getattr(producer, "_sender", None)
+    if manager is None or sender is None:  # another kafka-python: its own (unbounded) calls
+        getattr(producer, step)(*args)
+        return
+    result = manager.send_offsets_to_transaction(*args) if step == "send_offsets_to_transaction" else manager.begin_commit()
+    sender.wakeup()
+    if not result.wait(timeout_ms=timeout_ms):
+        raise KafkaTimeoutError(f"{step} did not complete within {timeout_ms} ms")
+
+
 def _is_fenced(exc: BaseException) -> bool:
     text = f"{type(exc).__name__} {exc}"
     return any(name in text for name in _FENCED)
@@ -187,11 +208,14 @@ class FencedGroupCommit:
                     assert topic is not None, "records need a topic"
                     producer.send(topic, key=key, value=value)
                 if offsets:
-                    producer.send_offsets_to_transaction(
+                    _bounded(
+                        producer,
+                        "send_offsets_to_transaction",
+                        self.timeout_ms,
                         {KafkaTP(t, p): OffsetAndMetadata(o, note, -1) for (t, p), o in sorted(offsets.items())},
                         self.group,
                     )
-                producer.commit_transaction()
+                _bounded(producer, "commit_transaction", self.timeout_ms)
             except (KafkaError, OSError, AssertionError) as exc:
                 if _is_fenced(exc):
                     self._fenced = True
@@ -207,7 +231,7 @@ class FencedGroupCommit:
         producer, self._producer = self._producer, None
         if producer is not None:
             try:
-                producer.close(timeout=5)
+                producer.close(timeout=1)
             except Exception:  # closing a broken client must not hide why it broke
                 log.debug("closing the committer's producer failed", exc_info=True)
 
