@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, offsets as offsets_io, plan as plan_io
+from spark_lag_assign import cli, job, offsets as offsets_io, plan as plan_io
+from spark_lag_assign.store import open_store
 from tests.unit.test_plan import tree
 
 SNAPSHOT = pd.DataFrame(
@@ -123,18 +125,29 @@ def test_bad_snapshots_and_files_fail_in_one_line_and_leave_the_plan_untouched(s
         assert tree(out_dir) == before, args
 
 
-def test_a_second_run_at_once_is_refused_and_writes_nothing(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_planner_outrun_by_another_is_fenced_and_publishes_nothing(spark, capsys, tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     out_dir = tmp_path / "p"
     assert run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(out_dir))[0] == 0
-    before = tree(out_dir)
-    with plan_io.locked(out_dir):  # another run holds the directory
-        code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(out_dir))
-    assert code == 1 and "another run is writing" in err
-    assert tree(out_dir) == before
+    extract = job.extract_offsets
+
+    def a_second_planner_publishes_meanwhile(settings: Any) -> pd.DataFrame:
+        with open_store(str(out_dir)) as store, store.publisher() as other:
+            doc = store.latest()
+            assert doc is not None
+            other.publish({**doc, "generation": other.next_generation(), "strategy": "range"})
+        return extract(settings)
+
+    monkeypatch.setattr(job, "extract_offsets", a_second_planner_publishes_meanwhile)
+    code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(out_dir))
+    assert code == 1 and "generation 2" in err and len(err.splitlines()) == 1, err
+    with open_store(str(out_dir)) as store:
+        latest = store.latest()
+        assert store.generations() == [1, 2]
+    assert latest is not None and latest["strategy"] == "range"  # the other planner's, whole
 
 
 def test_an_output_that_cannot_be_a_directory(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
     blocker = tmp_path / "file"
     blocker.write_text("x")
     code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(blocker))
-    assert code == 1 and "is not writable" in err and blocker.read_text() == "x"
+    assert code == 1 and "cannot open the generations for writing" in err and blocker.read_text() == "x"
