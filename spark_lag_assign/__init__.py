@@ -18,13 +18,14 @@ from spark_lag_assign.errors import (
     KafkaCommitError,
     KafkaReadError,
     NothingAssignedError,
+    CommitFencedError,
     PlanError,
-    PlanLockedError,
     SparkLagAssignError,
     StrategyError,
 )
 from spark_lag_assign.invariants import check_assignment
 from spark_lag_assign.lag import compute_lag
+from spark_lag_assign.store import ClaimFencedError, PublishFencedError, StoreError, open_store
 
 __version__ = "0.1.0"
 
@@ -41,11 +42,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "DEFAULT_STRATEGY",
-    "STRATEGIES",
     "AssignedStream",
+    "ClaimFencedError",
+    "CommitFencedError",
     "ConfigError",
     "ConsumerNotInPlanError",
+    "DEFAULT_STRATEGY",
     "HandoverTimeoutError",
     "InputError",
     "InvariantError",
@@ -54,12 +56,15 @@ __all__ = [
     "NothingAssignedError",
     "PlanError",
     "PlanFollower",
-    "PlanLockedError",
+    "PublishFencedError",
+    "STRATEGIES",
     "SparkLagAssignError",
+    "StoreError",
     "StrategyError",
     "assign",
     "check_assignment",
     "compute_lag",
+    "open_store",
     "read_assigned",
     "unassigned",
 ]

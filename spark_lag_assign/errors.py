@@ -41,10 +41,6 @@ class PlanError(SparkLagAssignError):
     """A plan file could not be read or written."""
 
 
-class PlanLockedError(PlanError):
-    """Another run holds the output directory."""
-
-
 class BrokerError(SparkLagAssignError):
     """The local Kafka broker could not be started."""
 
