@@ -21,14 +21,15 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 $(JVM)/.fetched: conf/pom.xml
-	@command -v $(MVN) >/dev/null || { echo "Maven (mvn) is needed to fetch the Kafka jars" >&2; exit 1; }
-	rm -rf $(JVM)/broker $(JVM)/spark-kafka
+	@command -v $(MVN) >/dev/null || { echo "Maven (mvn) is needed to fetch the Kafka and Hadoop jars" >&2; exit 1; }
+	rm -rf $(JVM)/broker $(JVM)/spark-kafka $(JVM)/hdfs
 	$(MVN) -B -q -f conf/pom.xml -P broker dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/broker
 	$(MVN) -B -q -f conf/pom.xml -P spark-kafka dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/spark-kafka
+	$(MVN) -B -q -f conf/pom.xml -P hdfs dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/hdfs
 	@touch $@
 
 venv: $(VENV)/.installed ## create .venv and install the package with its dev tools
-jvm: $(JVM)/.fetched ## fetch the Kafka broker and Spark's Kafka source with Maven
+jvm: $(JVM)/.fetched ## fetch the Kafka broker, Spark's Kafka source and a test HDFS with Maven
 setup: venv jvm ## both of the above
 
 demo: setup ## run the planner end to end on a local broker and local Spark (out/demo)

@@ -1,8 +1,8 @@
-"""Shared fixtures: one SparkSession and one real Kafka broker per test session.
+"""Shared fixtures: one SparkSession, one real Kafka broker and one real HDFS per test session.
 
-Tests that use them carry the ``spark`` / ``broker`` marker (added here automatically from
-the fixtures they request), so ``pytest -m "not spark and not broker"`` runs the pure suite
-in seconds.
+Tests that use them carry the ``spark`` / ``broker`` / ``hdfs`` marker (added here
+automatically from the fixtures they request), so ``pytest -m "not spark and not broker and
+not hdfs"`` runs the pure suite in seconds.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 
 if TYPE_CHECKING:
     from spark_lag_assign.testing.localkafka import LocalKafka
+    from spark_lag_assign.testing.minihdfs import MiniHDFS
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -28,6 +29,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.spark)
         if "kafka" in fixtures:
             item.add_marker(pytest.mark.broker)
+        if "hdfs" in fixtures:
+            item.add_marker(pytest.mark.hdfs)
 
 
 @pytest.fixture(scope="session")
@@ -49,6 +52,15 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
         yield broker
 
 
+@pytest.fixture(scope="session")
+def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHDFS]:
+    """A real HDFS (NameNode + DataNode) on loopback; its log is printed if a test fails."""
+    from spark_lag_assign.testing.minihdfs import MiniHDFS
+
+    with MiniHDFS(tmp_path_factory.mktemp("hdfs")) as cluster:
+        yield cluster
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
@@ -56,3 +68,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     broker = item.funcargs.get("kafka") if hasattr(item, "funcargs") else None
     if report.failed and broker is not None:
         report.sections.append(("local Kafka broker", f"broker log: {broker.log_path}"))
+    cluster = item.funcargs.get("hdfs") if hasattr(item, "funcargs") else None
+    if report.failed and cluster is not None:
+        report.sections.append(("local HDFS", f"HDFS log: {cluster.log_path}"))
