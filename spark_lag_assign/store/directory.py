@@ -1,4 +1,5 @@
-"""The store in a directory: a local path, a shared POSIX mount or (later) HDFS.
+"""The store in a directory: a local path, a shared POSIX mount or HDFS (``hdfs://``, through
+Hadoop's own client: ``spark_lag_assign.store.hadoop``).
 
 Layout (every name below the store's root)::
 
@@ -33,7 +34,9 @@ its fencing.
 
 Every file-system operation goes through ``FileSystem``, whose operations are the ones HDFS
 offers with the same atomicity (exclusive create of a complete file, no-overwrite rename),
-so that a Hadoop implementation can replace ``LocalFileSystem``.
+so that ``HadoopFileSystem`` (``spark_lag_assign.store.hadoop``) can replace ``LocalFileSystem``.
+A file that exists but cannot be read (``UnreadableFileError``: missing blocks, a file a dead
+writer left open) counts as damage, like a bad checksum, never as a failure of the store.
 """
 
 from __future__ import annotations
@@ -104,6 +107,10 @@ class Entry:
     mtime: float  # seconds since the epoch, by the file system's clock
 
 
+class UnreadableFileError(OSError):
+    """A file exists but its bytes cannot be had (missing blocks, still open by a dead writer)."""
+
+
 class FileSystem(ABC):
     """What the store needs of a file system, with HDFS's atomicity; failures raise OSError.
 
@@ -132,7 +139,8 @@ class FileSystem(ABC):
 
     @abstractmethod
     def read(self, path: str) -> bytes | None:
-        """A whole file, or None if it does not exist."""
+        """A whole file, or None if it does not exist; ``UnreadableFileError`` if it exists
+        but cannot be read whole."""
 
     @abstractmethod
     def list(self, path: str) -> list[Entry]:
@@ -146,6 +154,9 @@ class FileSystem(ABC):
         """Point ``link`` at ``target`` atomically, unless ``link`` is something else than a
         symlink; False where the file system has no symlinks (they are a convenience only)."""
         return False
+
+    def close(self) -> None:
+        """Release the client (the store calls it when it is closed)."""
 
 
 _AT_FDCWD = -100
@@ -306,9 +317,23 @@ def _ignore_vanished(function: Any, path: str, exc_info: Any) -> None:
 # -- the store -----------------------------------------------------------------------------------
 
 
-def hadoop_store(parsed: StoreURI, **settings: Any) -> Store:
-    """A directory on a Hadoop file system (not yet: it needs Spark's JVM)."""
-    raise ConfigError(f"store {parsed.uri}: {parsed.scheme}:// stores need Spark's Hadoop file system and are not available yet")
+def hadoop_store(parsed: StoreURI, *, hadoop_conf: Mapping[str, str] | None = None, **settings: Any) -> Store:
+    """A directory on a Hadoop file system (``hdfs://``, ``viewfs://``, ``webhdfs://``) through
+    Hadoop's Java client in PySpark's JVM; ``hadoop_conf``: Hadoop settings over the cluster's
+    own (e.g. ``{"ipc.client.connect.max.retries": "2"}``). Other settings: ``DirectoryStore``'s."""
+    from spark_lag_assign.store.hadoop import HadoopFileSystem
+
+    if hadoop_conf is not None and not isinstance(hadoop_conf, Mapping):
+        raise ConfigError(f"store {parsed.uri}: hadoop_conf must map Hadoop setting names to values")
+    try:
+        fs = HadoopFileSystem(parsed.location, hadoop_conf)
+    except OSError as exc:
+        raise StoreError(f"store {parsed.uri}: cannot open the file system: {exc.strerror or exc}") from None
+    try:
+        return DirectoryStore(parsed, fs=fs, **settings)
+    except BaseException:
+        fs.close()
+        raise
 
 
 def _now() -> str:
@@ -343,6 +368,9 @@ class DirectoryStore(Store):
     def __repr__(self) -> str:
         return f"DirectoryStore({self.uri!r})"
 
+    def close(self) -> None:
+        self._fs.close()
+
     @contextmanager
     def _io(self, what: str) -> Iterator[None]:
         """Turn a file-system failure into one StoreError line naming the store and the step."""
@@ -376,7 +404,10 @@ class DirectoryStore(Store):
         """One generation: the plan (or True unparsed) if complete, a reason if damaged, None if gone."""
         from spark_lag_assign.plan import _check_plan
 
-        raw = self._fs.read(self._path(f"{generation:06d}.manifest.json"))
+        try:
+            raw = self._fs.read(self._path(f"{generation:06d}.manifest.json"))
+        except UnreadableFileError as exc:
+            return f"its manifest is {exc.strerror}"
         if raw is None:
             return None
         try:
@@ -388,7 +419,10 @@ class DirectoryStore(Store):
                 raise ValueError(f"bad directory name {directory!r}")
         except (ValueError, KeyError, TypeError) as exc:
             return f"its manifest is unreadable ({' '.join(str(exc).split())})"
-        data = self._fs.read(self._path(directory, "plan.json"))
+        try:
+            data = self._fs.read(self._path(directory, "plan.json"))
+        except UnreadableFileError as exc:
+            return f"{directory}/plan.json is {exc.strerror}"
         if data is None:
             if self._fs.read(self._path(f"{generation:06d}.manifest.json")) is None:
                 return None  # deleted meanwhile, manifest first (history)
@@ -532,7 +566,10 @@ class DirectoryStore(Store):
         try:
             for generation in self._manifests()[: -self.history]:
                 manifest = self._path(f"{generation:06d}.manifest.json")
-                raw = self._fs.read(manifest)
+                try:
+                    raw = self._fs.read(manifest)
+                except UnreadableFileError:
+                    raw = None
                 try:
                     directory = json.loads(raw)["dir"] if raw is not None else f"{generation:06d}"
                 except (ValueError, KeyError, TypeError):
@@ -588,7 +625,10 @@ class DirectoryStore(Store):
             numbers = self._claim_numbers(consumer)
             if not numbers:
                 return 0, None
-            data = self._fs.read(self._claim_path(consumer, numbers[-1]))
+            try:
+                data = self._fs.read(self._claim_path(consumer, numbers[-1]))
+            except UnreadableFileError as exc:
+                return numbers[-1], f"claims/{consumer}/{numbers[-1]:010d}.json: {exc.strerror}"
             if data is None:  # deleted between listing and reading: a newer one exists
                 continue
             try:
@@ -751,11 +791,14 @@ class _DirectoryClaimWriter(ClaimWriter):
             return ClaimRecord.from_json(data, self.consumer)
 
     def _mine(self, number: int) -> bool:
-        data = self._store._fs.read(self._store._claim_path(self.consumer, number))
+        try:
+            data = self._store._fs.read(self._store._claim_path(self.consumer, number))
+        except UnreadableFileError:
+            return False
         try:
             return data is not None and ClaimRecord.from_json(data, self.consumer).incarnation == self.incarnation
         except ValueError:
             return False
 
 
-__all__ = ["DirectoryStore", "Entry", "FileSystem", "LocalFileSystem", "hadoop_store"]
+__all__ = ["DirectoryStore", "Entry", "FileSystem", "LocalFileSystem", "UnreadableFileError", "hadoop_store"]

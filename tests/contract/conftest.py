@@ -62,12 +62,32 @@ def _kafka(request: pytest.FixtureRequest) -> Harness:
     )
 
 
-BACKENDS = (pytest.param("directory"), pytest.param("kafka", marks=pytest.mark.broker))
+def _hdfs(request: pytest.FixtureRequest) -> Harness:
+    from tests.contract import hdfs_faults
+
+    cluster = request.getfixturevalue("hdfs")
+    root = f"{cluster.uri}/contract/plans-{next(_names)}"
+    return Harness(
+        "hdfs",
+        root,
+        {"hadoop_conf": cluster.client_conf},
+        lambda generation: hdfs_faults.damage_generation(root, generation),
+        lambda consumer: hdfs_faults.damage_claim(root, consumer),
+    )
+
+
+BACKENDS = (
+    pytest.param("directory"),
+    pytest.param("kafka", marks=pytest.mark.broker),
+    pytest.param("hdfs", marks=pytest.mark.hdfs),
+)
 
 
 @pytest.fixture(params=BACKENDS)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     if request.param == "directory":
         yield _directory(tmp_path)
+    elif request.param == "hdfs":
+        yield _hdfs(request)
     else:
         yield _kafka(request)
