@@ -1,13 +1,14 @@
 """Lag-aware assignors inside kafka-python's consumer-group protocol: the seeds' own form.
 
     from kafka import KafkaConsumer
-    from spark_lag_assign.group import GroupLagMonitor, LagStickyAssignor
+    from spark_lag_assign.group import GroupLagMonitor, LagStickyAssignor, subscribe
 
     monitor = GroupLagMonitor("broker:9092", "orders", topics=["orders"], reset="earliest")
     consumer = KafkaConsumer(
-        "orders", bootstrap_servers="broker:9092", group_id="orders", auto_offset_reset="earliest",
+        bootstrap_servers="broker:9092", group_id="orders", auto_offset_reset="earliest",
         partition_assignment_strategy=[LagStickyAssignor(monitor)],
     )
+    subscribe(consumer, ["orders"])  # subscribes, then loads metadata (why: spark_lag_assign.group.consumer)
 
 The group leader plans with the same pure strategies as the Spark planner
 (``spark_lag_assign.assignors``), using the lag snapshot the monitor keeps fresh in the
@@ -29,6 +30,7 @@ from spark_lag_assign.group.assignor import (
     StickyAssignor,
     assignor_class,
 )
+from spark_lag_assign.group.consumer import subscribe
 from spark_lag_assign.group.lagsource import (
     AdminOffsetsReader,
     GroupLagMonitor,
@@ -58,4 +60,5 @@ __all__ = [
     "assignor_class",
     "decode_user_data",
     "encode_user_data",
+    "subscribe",
 ]

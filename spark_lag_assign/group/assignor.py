@@ -75,6 +75,7 @@ class Rebalance:
     optimality: float
     count_spread: int
     seconds: float
+    members: int = 0
     bad_members: tuple[str, ...] = ()
     fallback: str | None = None  # why the strategy's plan was not used, if it was not
 
@@ -248,6 +249,7 @@ class GroupAssignor(AbstractPartitionAssignor):
             optimality=q.optimality if q else 1.0,
             count_spread=q.count_spread if q else 0,
             seconds=time.monotonic() - started,
+            members=len(infos),
             bad_members=bad,
             fallback=fallback,
         )

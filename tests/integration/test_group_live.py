@@ -1,0 +1,367 @@
+"""The group assignors in real consumer groups on the local broker.
+
+Members are separate processes running ``jobs/kafka_python_consumer.py`` (the README's
+example), each with its own lag monitor; they journal every rebalance-listener call and
+every record they read, flushed per line, so a killed member's journal is whole up to its
+death. From the journals alone:
+
+- the group's assignment at rest (every partition owned once) and its quality against the
+  backlog the test produced;
+- ownership intervals (assigned -> revoked / lost / killed): no partition is ever owned by
+  two members at once;
+- records: every produced record read at least once; a record read twice only by two
+  different ownership epochs (that is, around a rebalance), never twice within one.
+
+Session timeouts are the broker's minimum (6 s) so the whole module takes well under two
+minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from spark_lag_assign.metrics import quality
+from spark_lag_assign.testing.localkafka import LocalKafka, create_topic, produce
+
+REPO = Path(__file__).resolve().parents[2]
+JOB = REPO / "jobs" / "kafka_python_consumer.py"
+SESSION_MS = 6000  # group.min.session.timeout.ms of the broker
+TP = tuple[str, int]
+
+# a skewed backlog on 12 partitions: the first three hold two thirds of it
+SKEWED = [1912, 1728, 1375, 690, 619, 310, 277, 261, 223, 210, 68, 68]
+
+
+class Member:
+    """One consumer process of the example job, and its journal."""
+
+    def __init__(self, tmp: Path, kafka: LocalKafka, group: str, topic: str, name: str, *extra: str) -> None:
+        self.name = name
+        self.journal = tmp / f"{name}.jsonl"
+        self.log = tmp / f"{name}.log"
+        self.killed_at: float | None = None
+        self.stopping = False
+        cmd = [
+            sys.executable, str(JOB), "--bootstrap-servers", kafka.bootstrap_servers, "--group", group,
+            "--topics", topic, "--name", name, "--journal", str(self.journal), "--reset", "earliest",
+            "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", "500",
+            "--max-poll-interval-ms", "15000", "--max-poll-records", "200", "--lag-interval-s", "1", *extra,
+        ]
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.journal.exists():
+            return []
+        out = []
+        for line in self.journal.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a line cut short by SIGKILL
+                break
+        return out
+
+    def owned(self) -> set[TP]:
+        owned: set[TP] = set()
+        if self.killed_at is not None or self.stopping or self.proc.poll() is not None:
+            return owned
+        for e in self.events():
+            if e["event"] == "assigned":
+                owned |= {(t, p) for t, p in e["partitions"]}
+            elif e["event"] in ("revoked", "lost"):
+                owned -= {(t, p) for t, p in e["partitions"]}
+        return owned
+
+    def kill(self) -> None:
+        self.killed_at = time.time()
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        self.stopping = True
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def alive(members: list[Member]) -> list[Member]:
+    return [m for m in members if m.killed_at is None and not m.stopping and m.proc.poll() is None]
+
+
+def last_led(members: list[Member]) -> dict[str, Any] | None:
+    led = [e for m in members for e in m.events() if e["event"] == "led"]
+    return max(led, key=lambda e: e["t"]) if led else None
+
+
+def wait_stable(members: list[Member], every: set[TP], *, quiet: float = 2.0, timeout: float = 45.0) -> dict[str, set[TP]]:
+    """Wait until the live members own every partition once, the last rebalance counted them
+    all and left nothing for a next round, and nothing changed for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    seen: Any = None
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        for m in members:
+            if m.killed_at is None and not m.stopping and m.proc.poll() is not None:
+                raise AssertionError(f"{m.name} exited with {m.proc.returncode}: {m.log.read_text()[-3000:]}")
+        live = alive(members)
+        owned = {m.name: m.owned() for m in live}
+        led = last_led(members)
+        ok = (
+            sum(len(v) for v in owned.values()) == len(every)
+            and set().union(*owned.values()) == every
+            and led is not None
+            and led["members"] == len(live)
+            and led["deferred"] == 0
+        )
+        state = (ok, {k: sorted(v) for k, v in owned.items()}, led and led["t"])
+        if state != seen:
+            seen, since = state, time.monotonic()
+        elif ok and time.monotonic() - since >= quiet:
+            return owned
+        time.sleep(0.2)
+    raise AssertionError(f"the group did not settle: {seen}")
+
+
+def wait_read(members: list[Member], expected: dict[TP, int], timeout: float = 45.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = read_offsets(members)
+        if all(set(range(n)) <= got.get(tp, set()) for tp, n in expected.items()):
+            return
+        time.sleep(0.3)
+    missing = {tp: n - len(read_offsets(members).get(tp, set())) for tp, n in expected.items()}
+    raise AssertionError(f"records not read within {timeout} s: {missing}")
+
+
+def read_offsets(members: list[Member]) -> dict[TP, set[int]]:
+    out: dict[TP, set[int]] = defaultdict(set)
+    for m in members:
+        for e in m.events():
+            if e["event"] == "records":
+                for t, p, o in e["records"]:
+                    out[(t, p)].add(o)
+    return out
+
+
+def intervals(members: list[Member], end: float) -> dict[TP, list[tuple[float, float, str]]]:
+    """Per partition, every (from, to, member) a member owned it, from the listener's calls."""
+    out: dict[TP, list[tuple[float, float, str]]] = defaultdict(list)
+    for m in members:
+        start: dict[TP, float] = {}
+        events = m.events()
+        for e in events:
+            tps = [(t, p) for t, p in e.get("partitions", [])]
+            if e["event"] == "assigned":
+                for tp in tps:
+                    start.setdefault(tp, e["t"])
+            elif e["event"] in ("revoked", "lost"):
+                for tp in tps:
+                    if tp in start:
+                        out[tp].append((start.pop(tp), e["t"], m.name))
+        stopped = next((e["t"] for e in events if e["event"] == "stopped"), None)
+        last = m.killed_at or stopped or end
+        for tp, t0 in start.items():
+            out[tp].append((t0, last, m.name))
+    return out
+
+
+def check_ownership_never_overlaps(members: list[Member]) -> int:
+    """No partition owned by two members at once; returns how many ownership spans there were."""
+    spans = intervals(members, time.time())
+    for tp, iv in spans.items():
+        iv.sort()
+        for (a0, a1, am), (b0, b1, bm) in zip(iv, iv[1:]):
+            assert b0 >= a1, f"{tp} owned by {am} until {a1:.3f} and by {bm} from {b0:.3f}"
+    return sum(len(v) for v in spans.values())
+
+
+def check_records(members: list[Member], produced: dict[TP, int]) -> int:
+    """Every produced record read; a record read twice only in two ownership epochs. Returns duplicates."""
+    reads: dict[tuple[str, int, int], list[tuple[str, int]]] = defaultdict(list)
+    for m in members:
+        epoch: dict[TP, int] = defaultdict(int)
+        for e in m.events():
+            if e["event"] == "assigned":
+                for t, p in e["partitions"]:
+                    epoch[(t, p)] += 1
+            elif e["event"] == "records":
+                for t, p, o in e["records"]:
+                    reads[(t, p, o)].append((m.name, epoch[(t, p)]))
+    lost = [(tp, o) for tp, n in produced.items() for o in range(n) if (tp[0], tp[1], o) not in reads]
+    assert not lost, f"{len(lost)} record(s) never read, e.g. {lost[:5]}"
+    for record, by in reads.items():
+        assert len(by) == len(set(by)), f"record {record} read twice in one ownership epoch: {by}"
+    return sum(len(by) - 1 for by in reads.values())
+
+
+def plan_frame(owned: dict[str, set[TP]], lags: dict[TP, int]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(c, t, p, lags[(t, p)]) for c, tps in owned.items() for t, p in tps], columns=["consumer", "topic", "partition", "lag"]
+    )
+
+
+def test_lag_sticky_group_balances_a_skewed_backlog_moves_little_and_outlives_a_killed_member(
+    kafka: LocalKafka, tmp_path: Path
+) -> None:
+    topic, group = "grp-orders", "grp-lag-sticky"
+    create_topic(kafka.bootstrap_servers, topic, len(SKEWED))
+    produce(kafka.bootstrap_servers, topic, dict(enumerate(SKEWED)))
+    backlog = {(topic, p): n for p, n in enumerate(SKEWED)}
+    every = set(backlog)
+    go = tmp_path / "go"
+    static = ["--strategy", "lag-sticky", "--start-when-exists", str(go)]
+    members: list[Member] = []
+    try:
+        # 1. three static members, holding their partitions (no commits: the lags stay the backlog)
+        members += [Member(tmp_path, kafka, group, topic, n, "--instance-id", n, *static) for n in "abc"]
+        three = wait_stable(members, every)
+        led = last_led(members)
+        assert led is not None and led["lagged"], led
+        q = quality(plan_frame(three, backlog), {n: [topic] for n in three})
+        assert q.optimality <= 1.05 and q.count_spread <= 1, (q, three)
+
+        # 2. a fourth joins: 12 partitions over 4 means it takes 3, and only 3 move
+        members.append(Member(tmp_path, kafka, group, topic, "d", "--instance-id", "d", *static))
+        four = wait_stable(members, every)
+        moved = sum(len(three[n] - four[n]) for n in three)
+        assert len(four["d"]) == 3 and moved == 3, (three, four)
+        assert quality(plan_frame(four, backlog), {n: [topic] for n in four}).count_spread <= 1
+
+        # 3. everyone reads and commits the backlog
+        go.touch()
+        wait_read(members, backlog)
+
+        # 4. b dies without leaving; its partitions wait out the session timeout, then move
+        victim = next(m for m in members if m.name == "b")
+        orphaned = four["b"]
+        victim.kill()
+        more = {(topic, p): 40 for p in range(len(SKEWED))}
+        produce(kafka.bootstrap_servers, topic, {p: 40 for p in range(len(SKEWED))}, start=dict(enumerate(SKEWED)))
+        after = wait_stable(members, every, timeout=SESSION_MS / 1000 + 40)
+        assert set(after) == {"a", "c", "d"}
+        taken = [
+            e["t"] for m in alive(members) for e in m.events()
+            if e["event"] == "assigned" and e["t"] > victim.killed_at and orphaned & {(t, p) for t, p in e["partitions"]}
+        ]
+        assert victim.killed_at is not None
+        delay = min(taken) - victim.killed_at
+        assert 0.6 * SESSION_MS / 1000 <= delay <= SESSION_MS / 1000 + 20, delay
+        wait_read(members, {tp: backlog[tp] + more[tp] for tp in every})
+    finally:
+        for m in members:
+            m.stop()
+    check_ownership_never_overlaps(members)
+    check_records(members, {tp: backlog[tp] + 40 for tp in every})
+
+
+def test_cooperative_members_never_own_a_partition_at_the_same_time(kafka: LocalKafka, tmp_path: Path) -> None:
+    topic, group = "grp-coop", "grp-cooperative"
+    sizes = [600, 500, 400, 300, 200, 100, 50, 50, 20, 20, 10, 10]
+    create_topic(kafka.bootstrap_servers, topic, len(sizes))
+    produce(kafka.bootstrap_servers, topic, dict(enumerate(sizes)))
+    every = {(topic, p) for p in range(len(sizes))}
+    args = ["--strategy", "lag-sticky", "--cooperative"]
+    members: list[Member] = []
+    try:
+        members += [Member(tmp_path, kafka, group, topic, n, *args) for n in ("a", "b")]
+        wait_stable(members, every)
+        members.append(Member(tmp_path, kafka, group, topic, "c", *args))
+        wait_stable(members, every)
+        members[0].stop()  # a dynamic member leaves the group cleanly
+        produce(kafka.bootstrap_servers, topic, {p: 30 for p in range(len(sizes))}, start=dict(enumerate(sizes)))
+        wait_stable(members, every)
+        wait_read(members, {(topic, p): n + 30 for p, n in enumerate(sizes)})
+    finally:
+        for m in members:
+            m.stop()
+    led = [e for m in members for e in m.events() if e["event"] == "led"]
+    assert any(e["deferred"] > 0 for e in led), "no rebalance ever needed a second round"
+    revoked = [e for m in members for e in m.events() if e["event"] == "revoked" and e["partitions"]]
+    assert revoked, "no partition was ever revoked"
+    assert check_ownership_never_overlaps(members) > len(every)
+    check_records(members, {(topic, p): n + 30 for p, n in enumerate(sizes)})
+
+
+def test_the_leader_never_waits_for_a_lag_read(kafka: LocalKafka) -> None:
+    """The lag read hangs for longer than the session timeout; the group still forms at
+    once, by count, and every assign() returns in milliseconds."""
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+    from spark_lag_assign.group import GroupLagMonitor, LagStickyAssignor, subscribe
+
+    topic, group = "grp-hang", "grp-hang"
+    create_topic(kafka.bootstrap_servers, topic, 6)
+    release = threading.Event()
+    entered = threading.Event()
+
+    def hanging_reader(topics: object) -> pd.DataFrame:
+        entered.set()
+        release.wait(3 * SESSION_MS / 1000)
+        raise TimeoutError("released")
+
+    monitor = GroupLagMonitor(None, group, topics=[topic], reader=hanging_reader)
+    assert entered.wait(5)
+    assignors = [LagStickyAssignor(monitor) for _ in range(2)]
+    stop = threading.Event()
+    assigned: list[set[TP]] = [set(), set()]
+
+    def consume(i: int) -> None:
+        consumer = KafkaConsumer(
+            bootstrap_servers=kafka.bootstrap_servers, group_id=group, client_id=f"hang-{i}",
+            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500, max_poll_interval_ms=15000,
+            partition_assignment_strategy=[assignors[i]],
+        )
+        subscribe(consumer, [topic])
+        try:
+            while not stop.is_set():
+                consumer.poll(timeout_ms=100)
+                assigned[i] = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        finally:
+            consumer.close()
+
+    threads = [threading.Thread(target=consume, args=(i,), daemon=True) for i in range(2)]
+    started = time.monotonic()
+    try:
+        for t in threads:
+            t.start()
+        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+        try:
+            while time.monotonic() - started < SESSION_MS / 1000 + 10:
+                state = admin.describe_groups([group]).get(group, {})
+                if (
+                    state.get("group_state") == "Stable"
+                    and len(state.get("members", [])) == 2
+                    and sorted(len(a) for a in assigned) == [3, 3]
+                ):
+                    break
+                time.sleep(0.2)
+            formed = time.monotonic() - started
+        finally:
+            admin.close()
+        assert sorted(len(a) for a in assigned) == [3, 3], assigned
+        assert formed < SESSION_MS / 1000, f"the group took {formed:.1f} s to form"
+        assert not release.is_set() and monitor.snapshot() is None  # the read was hanging all along
+        led = [a.last for a in assignors if a.last is not None]
+        assert led and all(r.seconds < 0.5 and not r.lagged for r in led), led
+    finally:
+        stop.set()
+        release.set()
+        for t in threads:
+            t.join(timeout=20)
+        monitor.close()
