@@ -1,0 +1,370 @@
+"""A real multi-node Spark standalone cluster (one master, N workers) on loopback, for tests.
+
+The master and the workers are the pip package's own daemons, started with its
+``bin/spark-class``::
+
+    spark-class org.apache.spark.deploy.master.Master --host 127.0.0.1 --port P --webui-port W
+    spark-class org.apache.spark.deploy.worker.Worker spark://127.0.0.1:P --cores C --memory M \\
+        --host 127.0.0.1 --webui-port W2 --work-dir <tmp>/worker-N
+
+on free ports, each with its log (and each worker with its work directory, where every
+executor it runs leaves ``<app-id>/<executor-id>/stdout|stderr``) under a work directory.
+``StandaloneCluster`` is a context manager: it returns once every worker has registered with
+the master (polled from the master's ``/json/``), stops the workers (which end their
+executors) and then the master when the block ends, whatever ends it, and the kernel
+SIGTERMs every daemon if this process dies (``setpriv --pdeathsig``).
+
+A worker's ``--cores`` are scheduling slots, not CPUs: the standalone master gives each
+application the cores it asks for (``spark.cores.max``, else every free core, which is why
+``app_conf`` sets ``spark.cores.max``) as long as some worker has them free. Several
+applications at once therefore need ``cores`` x ``workers`` >= the number of applications,
+whatever the machine has.
+
+Applications run in client mode: the driver is the submitting process, which must advertise
+an address the executors reach (``spark.driver.host``/``spark.driver.bindAddress`` =
+127.0.0.1), and executors run ``PYSPARK_PYTHON`` (this interpreter: pandas, pyarrow and
+this package are importable there).
+
+    with StandaloneCluster() as cluster:
+        argv = cluster.submit_command("jobs/plan_assignments.py", "--store", ...)
+        spark = local_session("app", master=cluster.master_url, extra=cluster.app_conf())
+
+Run ``python -m spark_lag_assign.testing.standalone`` to keep one up until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from spark_lag_assign import jvm
+from spark_lag_assign.errors import SparkLagAssignError
+from spark_lag_assign.testing.localkafka import free_port
+
+log = logging.getLogger(__name__)
+
+MASTER = "org.apache.spark.deploy.master.Master"
+WORKER = "org.apache.spark.deploy.worker.Worker"
+
+
+class ClusterError(SparkLagAssignError):
+    """The standalone cluster could not be started (or lost a daemon)."""
+
+
+def spark_home() -> Path:
+    """The pip package's Spark home (its ``bin/spark-class``, ``bin/spark-submit``, ``jars``)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _orphan_guard() -> list[str]:
+    """Prefix a command so that the child gets SIGTERM when this process dies (set between
+    fork and exec by util-linux ``setpriv``; ``spark-class`` execs the JVM, which keeps it)."""
+    tool = shutil.which("setpriv")
+    return [tool, "--pdeathsig", "TERM", "--"] if tool else []
+
+
+class _Daemon:
+    def __init__(self, name: str, argv: list[str], log_path: Path, env: Mapping[str, str], cwd: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        with open(log_path, "ab") as out:
+            out.write(f"=== {name}: {' '.join(argv)}\n".encode())
+            out.flush()
+            self.proc = subprocess.Popen(
+                _orphan_guard() + argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(env),
+                cwd=cwd,
+                start_new_session=True,
+            )
+
+    def stop(self, timeout: float = 20.0) -> str:
+        proc = self.proc
+        if proc.poll() is not None:
+            return "exited"
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout)
+            return "SIGTERM"
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return "SIGKILL"
+        except ProcessLookupError:
+            return "gone"
+
+    def tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class StandaloneCluster:
+    """A Spark standalone master and ``workers`` workers on 127.0.0.1 (module docstring)."""
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str] | None = None,
+        *,
+        workers: int = 2,
+        cores: int = 1,
+        memory: str = "1g",
+        daemon_memory: str = "384m",
+        python: str | None = None,
+        start_timeout: float = 120.0,
+    ) -> None:
+        self._own_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="sla-standalone-")).resolve()
+        self.workers = workers
+        self.cores = cores
+        self.memory = memory
+        self.daemon_memory = daemon_memory
+        self.python = python or sys.executable
+        self.start_timeout = start_timeout
+        self.port: int | None = None
+        self.webui_port: int | None = None
+        self._master: _Daemon | None = None
+        self._workers: list[_Daemon] = []
+        #: seconds from launch to every worker registered
+        self.startup_seconds: float | None = None
+        #: how each daemon ended at the last stop (name -> "SIGTERM", "SIGKILL", "exited")
+        self.stopped_by: dict[str, str] = {}
+
+    # -- addresses
+
+    @property
+    def master_url(self) -> str:
+        if self.port is None:
+            raise ClusterError("the standalone cluster is not running: use it inside `with StandaloneCluster() as cluster:`")
+        return f"spark://127.0.0.1:{self.port}"
+
+    @property
+    def web_url(self) -> str:
+        if self.webui_port is None:
+            raise ClusterError("the standalone cluster is not running")
+        return f"http://127.0.0.1:{self.webui_port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.workdir / "logs"
+
+    def worker_dir(self, index: int) -> Path:
+        return self.workdir / f"worker-{index}"
+
+    # -- life cycle
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_DAEMON_MEMORY": self.daemon_memory,
+            "SPARK_LOG_DIR": str(self.log_dir),
+            "SPARK_PID_DIR": str(self.workdir),
+            # executors start their Python workers with this interpreter (pandas, pyarrow, this package)
+            "PYSPARK_PYTHON": self.python,
+            "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(jvm.java()).resolve().parent.parent),
+        }
+
+    def start(self) -> StandaloneCluster:
+        if self._master is not None:
+            return self
+        spark_class = str(spark_home() / "bin" / "spark-class")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = self._env()
+        began = time.monotonic()
+        self.port, self.webui_port = free_port(), free_port()
+        self._master = _Daemon(
+            "master",
+            [spark_class, MASTER, "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.webui_port)],
+            self.log_dir / "master.log",
+            env,
+            self.workdir,
+        )
+        try:
+            self._wait(lambda s: s is not None, "the master answers")
+            for i in range(self.workers):
+                work = self.worker_dir(i)
+                work.mkdir(parents=True, exist_ok=True)
+                argv = [
+                    spark_class, WORKER, self.master_url,
+                    "--cores", str(self.cores), "--memory", self.memory,
+                    "--host", "127.0.0.1", "--webui-port", str(free_port()), "--work-dir", str(work),
+                ]  # fmt: skip
+                self._workers.append(_Daemon(f"worker-{i}", argv, self.log_dir / f"worker-{i}.log", env, work))
+            self._wait(lambda s: s is not None and len(self.alive_workers(s)) >= self.workers, f"{self.workers} workers registered")
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - began
+        log.info("Spark standalone cluster up at %s (%d workers) in %.1fs", self.master_url, self.workers, self.startup_seconds)
+        return self
+
+    def _wait(self, ready: Any, what: str) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            for d in [self._master, *self._workers]:
+                if d is not None and d.proc.poll() is not None:
+                    raise ClusterError(f"{d.name} exited ({d.proc.returncode}) before {what}; see {d.log_path}:\n{d.tail()}")
+            if ready(self.state(quiet=True)):
+                return
+            time.sleep(0.5)
+        raise ClusterError(f"timed out after {self.start_timeout:.0f}s waiting until {what}; logs in {self.log_dir}")
+
+    def stop(self) -> None:
+        workers, self._workers = self._workers, []
+        master, self._master = self._master, None
+        for d in workers:
+            self.stopped_by[d.name] = d.stop()
+        if master is not None:
+            self.stopped_by[master.name] = master.stop()
+        self.port = self.webui_port = None
+        if self._own_workdir:
+            # logs stay (an error message may point to them); executors' work directories go
+            for i in range(len(workers)):
+                shutil.rmtree(self.worker_dir(i), ignore_errors=True)
+
+    def __enter__(self) -> StandaloneCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- what the master says
+
+    def state(self, *, quiet: bool = False) -> dict[str, Any] | None:
+        """The master's JSON (workers, active and completed applications); None if it does
+        not answer and ``quiet``."""
+        try:
+            with urllib.request.urlopen(f"{self.web_url}/json/", timeout=5) as response:
+                return json.loads(response.read().decode())
+        except (OSError, ValueError, urllib.error.URLError) as exc:
+            if quiet:
+                return None
+            raise ClusterError(f"the master's web UI at {self.web_url} does not answer: {exc}") from None
+
+    @staticmethod
+    def alive_workers(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+
+    def applications(self) -> list[dict[str, Any]]:
+        """Every application the master knows, active and completed."""
+        state = self.state() or {}
+        return [*state.get("activeapps", []), *state.get("completedapps", [])]
+
+    def app_ids(self, name: str) -> list[str]:
+        return sorted(a["id"] for a in self.applications() if a.get("name") == name)
+
+    def executors(self, app_id: str) -> dict[str, list[str]]:
+        """Per worker (``worker-N``), the executor ids it launched for ``app_id`` (from the
+        directories the worker made for them: ``<work-dir>/<app-id>/<executor-id>``)."""
+        found: dict[str, list[str]] = {}
+        for i in range(self.workers):
+            app_dir = self.worker_dir(i) / app_id
+            if app_dir.is_dir():
+                found[f"worker-{i}"] = sorted(p.name for p in app_dir.iterdir() if p.is_dir())
+        return found
+
+    # -- applications
+
+    def app_conf(
+        self, *, cores_max: int = 1, executor_memory: str = "512m", with_kafka: bool = True
+    ) -> dict[str, str]:
+        """Spark settings of a client-mode application on this cluster: ``spark.cores.max``
+        (else the first application takes every core), small executors, a driver that
+        advertises 127.0.0.1, executors that run this interpreter, Spark's Kafka source
+        jars (``spark.jars``: the driver serves them to the executors)."""
+        conf = {
+            "spark.master": self.master_url,
+            "spark.submit.deployMode": "client",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.cores.max": str(cores_max),
+            "spark.executor.cores": "1",
+            "spark.executor.memory": executor_memory,
+            "spark.executorEnv.PYSPARK_PYTHON": self.python,
+            "spark.pyspark.python": self.python,
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.session.timeZone": "UTC",
+        }
+        log4j = jvm.REPO_ROOT / "conf" / "log4j2-spark.properties"
+        if log4j.exists():
+            opt = f"-Dlog4j2.configurationFile=file:{log4j}"
+            conf["spark.driver.extraJavaOptions"] = opt
+            conf["spark.executor.extraJavaOptions"] = opt
+        if with_kafka:
+            conf["spark.jars"] = jvm.spark_kafka_jars()
+        return conf
+
+    def submit_command(
+        self, script: str | os.PathLike[str], *args: str, conf: Mapping[str, str] | None = None, with_kafka: bool = False
+    ) -> list[str]:
+        """``spark-submit`` of a Python script to this cluster in client mode."""
+        settings = {**self.app_conf(with_kafka=with_kafka), **(conf or {})}
+        cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", settings.pop("spark.master")]
+        for key, value in settings.items():
+            cmd += ["--conf", f"{key}={value}"]
+        return [*cmd, str(script), *args]
+
+    def submit_env(self) -> dict[str, str]:
+        """What a submitting process needs in its environment here."""
+        return {
+            "SPARK_HOME": str(spark_home()),
+            "PYSPARK_PYTHON": self.python,
+            "PYSPARK_DRIVER_PYTHON": self.python,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+
+    def dump(self, lines: int = 40) -> str:
+        parts = []
+        for d in [self._master, *self._workers]:
+            if d is not None:
+                parts += [f"---- {d.name} ({d.log_path}) ----", d.tail(lines)]
+        return "\n".join(parts)
+
+    def __repr__(self) -> str:
+        where = self.master_url if self.port is not None else "not running"
+        return f"StandaloneCluster({where}, {self.workers} workers x {self.cores} cores)"
+
+
+def main() -> int:
+    """Run a cluster in the foreground until interrupted."""
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with StandaloneCluster() as cluster:
+        print(f"Spark master at {cluster.master_url} (web UI {cluster.web_url}, logs {cluster.log_dir}); Ctrl-C stops it", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+__all__ = ["ClusterError", "StandaloneCluster", "spark_home"]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
