@@ -70,7 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
     who = p.add_mutually_exclusive_group()
     who.add_argument("--consumers", metavar="C0,C1", help="consumer ids, each subscribed to every planned topic")
     who.add_argument("--subscriptions", metavar="FILE", help='JSON {"consumer": ["topic", ...]}')
-    p.add_argument("--strategy", metavar="NAME", help="range, roundrobin, lag, shuffle, sticky, lag-sticky (default)")
+    p.add_argument("--strategy", metavar="NAME", help="range, roundrobin, lag, shuffle, sticky, lag-sticky (default), drain")
+    p.add_argument(
+        "--offsets-later", metavar="FILE",
+        help="offline: a second snapshot, taken --interval seconds after --offsets: produce rates, and the backlog to plan",
+    )
+    p.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between --offsets and --offsets-later")
+    speed = p.add_mutually_exclusive_group()
+    speed.add_argument("--rate", type=float, metavar="N", help="records per second every consumer reads (when not measured)")
+    speed.add_argument("--rates", metavar="FILE", help="records per second per consumer: CSV or JSON (consumer, records_per_second)")
     p.add_argument("--reset", choices=["earliest", "latest", "none"], help="the group's auto.offset.reset (default latest)")
     p.add_argument("--seed", type=int, help="seed of the shuffle strategy (default 0)")
     p.add_argument("--history", type=int, metavar="N", help="generations the store keeps readable (default 20)")
@@ -108,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     who = m.add_mutually_exclusive_group(required=True)
     who.add_argument("--consumers", metavar="C0,C1", help="consumer ids, each subscribed to every topic of the snapshot")
     who.add_argument("--subscriptions", metavar="FILE", help='JSON {"consumer": ["topic", ...]} (["*"]: every topic)')
-    m.add_argument("--rate", type=float, required=True, metavar="MSGS_PER_S", help="messages per second one consumer reads")
+    speed = m.add_mutually_exclusive_group(required=True)
+    speed.add_argument("--rate", type=float, metavar="MSGS_PER_S", help="messages per second one consumer reads")
+    speed.add_argument("--rates", metavar="FILE", help="messages per second per consumer: CSV or JSON (consumer, records_per_second)")
     m.add_argument("--strategies", metavar="A,B", help="the strategies to compare (default: all of them)")
     m.add_argument("--reset", choices=["earliest", "latest", "none"], default="latest", help="auto.offset.reset (default latest)")
     m.add_argument("--seed", type=int, default=0, help="seed of the shuffle strategy (default 0)")
@@ -156,10 +166,22 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
         history=args.history,
         options=_key_values(args.option, "--option"),
         output=args.output,
+        offsets_later=args.offsets_later,
+        interval=args.interval,
+        rate=args.rate,
+        rates=args.rates,
     )
+    if settings.rates is not None:  # a bad rates file fails before Spark starts
+        from spark_lag_assign import rates as rates_io
+
+        rates_io.configured_rates(settings.consumers, None, rates_io.read_rates_file(settings.rates))
     spark = session_factory(settings.spark, args.master)
     result = job.run(settings, spark, materialize=args.timings)
     print(report.summary(result.plan))
+    stuck = result.plan.get("cannot_keep_up") or []
+    if stuck:
+        print(f"spark-lag-assign: warning: {len(stuck)} consumer(s) cannot keep up with their producers and never drain: "
+              f"{', '.join(stuck[:10])}", file=sys.stderr)
     if args.timings:
         print("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.phases.items()))
     print(f"published generation {result.plan['generation']} to {result.store}")
@@ -212,7 +234,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from spark_lag_assign import assignors, config, metrics, offsets, plan as plan_io, simulate
     from spark_lag_assign.lag import compute_lag
 
-    rate = simulate.check_rate(args.rate, "--rate")
+    from spark_lag_assign import rates as rates_io
+
     if (args.offsets_later is None) != (args.interval is None):
         raise ConfigError("--offsets-later and --interval go together: produce rates need both snapshots and the time between")
     names = [s.strip() for s in (args.strategies or ",".join(assignors.STRATEGIES)).split(",") if s.strip()]
@@ -233,6 +256,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     lags = compute_lag(snapshot, args.reset).loc[:, ["topic", "partition", "lag"]]
     topics = sorted(lags["topic"].unique())
     subs = config.expand_wildcards(config.subscriptions_from(args.consumers, args.subscriptions), topics)
+    if args.rates is not None:
+        per_consumer = rates_io.configured_rates(list(subs), None, rates_io.read_rates_file(args.rates))
+        missing = sorted(set(subs) - set(per_consumer))
+        if missing:
+            raise ConfigError(f"--rates {args.rates}: no rate for consumer(s) {', '.join(missing[:5])}")
+        rate: float | dict[str, float] = per_consumer
+    else:
+        rate = simulate.check_rate(args.rate, "--rate")
+    read_rates = rate if isinstance(rate, dict) else {c: rate for c in subs}
 
     plans: dict[str, Any] = {}
     members: dict[str, list[str]] = {}
@@ -252,6 +284,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         plans["current"], members["current"] = kept, list(current["consumers"])
     for name, spec in specs.items():
         chosen = {k: v for k, v in options.items() if k in spec.options}
+        if "read_rates" in spec.options:  # drain plans with the rates it is simulated with
+            chosen.update(read_rates=read_rates, **({"produce_rates": produce} if produce is not None else {}))
         plans[name] = assignors.assign(lags, subs, name, previous=previous, seed=args.seed, **chosen)
         members[name] = list(subs)
     drains = {n: simulate.simulate(lags, a, rate, produce, consumers=members[n]) for n, a in plans.items()}
@@ -260,7 +294,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     assigned = lags[lags["topic"].isin(read)]
     print(
         f"simulate: {len(assigned):,} partitions of {len(read & set(topics))} topic(s), lag {int(assigned['lag'].sum()):,}, "
-        f"{len(subs)} consumers reading {rate:,g} msg/s each"
+        + (f"{len(subs)} consumers reading {rate:,g} msg/s each" if not isinstance(rate, dict) else
+           f"{len(subs)} consumers reading {min(rate.values()):,g}-{max(rate.values()):,g} msg/s")
     )
     if produce is not None:
         total = float(produce.merge(assigned, on=["topic", "partition"])["produce_rate"].sum())

@@ -42,7 +42,10 @@ from spark_lag_assign.store import parse_uri
 
 _SECTIONS: dict[str, set[str]] = {
     "kafka": {"bootstrap_servers", "group", "topics", "topic_pattern", "timeout_ms", "client", "client_env"},
-    "plan": {"output", "history", "strategy", "reset", "seed", "consumers", "subscriptions", "options", "offsets"},
+    "plan": {
+        "output", "history", "strategy", "reset", "seed", "consumers", "subscriptions", "options", "offsets",
+        "offsets_later", "interval", "rate", "rates",
+    },
     "spark": set(),  # free-form Spark settings
 }
 
@@ -67,6 +70,13 @@ class Settings:
     client: dict[str, Any] = field(default_factory=dict)
     offsets: Path | None = None  # a snapshot file instead of a live cluster
     spark: dict[str, str] = field(default_factory=dict)
+    # rates (issue 12): a second snapshot taken ``interval`` seconds after ``offsets`` gives
+    # produce rates offline; ``rate`` (every consumer) or ``rates`` (a CSV/JSON file per
+    # consumer) are configured read rates, records per second
+    offsets_later: Path | None = None
+    interval: float | None = None
+    rate: float | None = None
+    rates: Path | None = None
 
     @property
     def live(self) -> bool:
@@ -214,6 +224,7 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"history must keep at least one generation, not {history}")
     client = dict(merged.get("client") or {})
     client.update(_env_secrets(merged.get("client_env") or {}))
+    offsets_later, interval, rate, rates = _rate_settings(merged, offsets)
     return Settings(
         output=str(merged["output"]),
         consumers=tuple(sorted(subs)),
@@ -231,6 +242,30 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
         client=client,
         offsets=Path(offsets) if offsets is not None else None,
         spark={str(k): str(v) for k, v in sections["spark"].items()},
+        offsets_later=offsets_later,
+        interval=interval,
+        rate=rate,
+        rates=rates,
+    )
+
+
+def _rate_settings(merged: Mapping[str, Any], offsets: Any) -> tuple[Path | None, float | None, float | None, Path | None]:
+    """(offsets_later, interval, rate, rates), checked: one line for each mistake."""
+    from spark_lag_assign.rates import check_interval, check_rate
+
+    later, interval = merged.get("offsets_later"), merged.get("interval")
+    if (later is None) != (interval is None):
+        raise ConfigError("offsets_later and interval go together: produce rates need both snapshots and the time between")
+    if later is not None and offsets is None:
+        raise ConfigError("offsets_later is for offline planning: give the earlier snapshot as offsets")
+    rate, rates = merged.get("rate"), merged.get("rates")
+    if rate is not None and rates is not None:
+        raise ConfigError("give rate (every consumer) or rates (a file per consumer), not both")
+    return (
+        Path(later) if later is not None else None,
+        check_interval(interval) if interval is not None else None,
+        check_rate(rate, "rate") if rate is not None else None,
+        Path(rates) if rates is not None else None,
     )
 
 

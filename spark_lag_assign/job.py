@@ -16,12 +16,12 @@ import logging
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pandas as pd
 
-from spark_lag_assign import metrics, offsets as offsets_io, plan as plan_io
+from spark_lag_assign import metrics, offsets as offsets_io, plan as plan_io, rates as rates_io
 from spark_lag_assign.assignors import validate_subscriptions
 from spark_lag_assign.config import Settings
 from spark_lag_assign.errors import InputError
@@ -54,12 +54,13 @@ class Result:
     quality: metrics.Quality
     out_of_range: int
     timings: Timings
+    rates: rates_io.Rates | None = None
 
 
-def extract_offsets(settings: Settings) -> pd.DataFrame:
-    """The offsets table of the run's source, validated."""
+def extract_offsets(settings: Settings, snapshot: Any = None) -> pd.DataFrame:
+    """The offsets table of the run's source (or of ``snapshot``, a file), validated."""
     if settings.offsets is not None:
-        frame = offsets_io.read_snapshot(settings.offsets)
+        frame = offsets_io.read_snapshot(snapshot or settings.offsets)
         wanted = set(settings.topics) | set(settings.subscribed_topics())
         missing = sorted(wanted - set(frame["topic"]))
         if missing:
@@ -134,9 +135,22 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
         previous = plan_io.assignment_frame(current) if current else None
         with timings.phase("extract"):
             offsets = extract_offsets(settings)
+            observed = rates_io.Observation(time.time(), offsets.loc[:, ["topic", "partition", "end_offset", "committed_offset"]])
+            earlier = None
+            if settings.offsets_later is not None:  # offline: the later snapshot is the backlog to plan
+                earlier = rates_io.Observation(0.0, observed.offsets)
+                offsets = extract_offsets(settings, settings.offsets_later)
+                observed = rates_io.Observation(float(settings.interval or 0), offsets.loc[:, list(observed.offsets.columns)])
         topics = sorted(set(offsets["topic"]))
         subscriptions = validate_subscriptions(settings.resolved_subscriptions(topics))
-        rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings, materialize)
+        rates = measured_rates(settings, list(subscriptions), current, observed, earlier)
+        for note in rates.notes:
+            log.warning("rates: %s", note)
+        if settings.strategy == "drain" and rates.read:
+            options = {**settings.options, **rates_io.filled(rates, list(subscriptions)).options()}
+            rows = plan_rows(spark, offsets, subscriptions, replace(settings, options=options), previous, timings, materialize)
+        else:
+            rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings, materialize)
         with timings.phase("check"):
             assigned = rows[rows["consumer"].notna()]
             # the guard of the write: per-topic stages are checked nowhere else, and whatever a
@@ -156,11 +170,36 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
                 source=settings.source,
                 options=settings.options,
                 quality={**quality.as_dict(), "out_of_range": out_of_range},
+                rates=rates,
+                observed=observed if settings.live else None,
             )
             publisher.publish(doc)
         where = store.uri
     log.info("published generation %d to %s", doc["generation"], where)
-    return Result(doc, where, quality, out_of_range, timings)
+    return Result(doc, where, quality, out_of_range, timings, rates)
+
+
+def measured_rates(
+    settings: Settings,
+    consumers: list[str],
+    current: plan_io.Plan | None,
+    now: rates_io.Observation,
+    earlier: rates_io.Observation | None,
+) -> rates_io.Rates:
+    """The run's rates: configured read rates, then what two observations measure (offline: the
+    two snapshots; live: the previous generation's recorded offsets and this run's)."""
+    configured = rates_io.configured_rates(
+        consumers, settings.rate, rates_io.read_rates_file(settings.rates) if settings.rates is not None else None
+    )
+    if earlier is not None:
+        return rates_io.measure(consumers, now, earlier, configured)
+    before = rates_io.observation_from_plan(current) if (current is not None and settings.live) else None
+    if before is not None and not now.time > before.time:
+        # the wall clock went back since the previous generation: measure nothing this time
+        got = rates_io.measure(consumers, now, None, configured)
+        return replace(got, notes=(f"the previous generation's offsets are not older than this run's ({before.time:.3f} >= "
+                                   f"{now.time:.3f}): no rates measured",))
+    return rates_io.measure(consumers, now, before, configured)
 
 
 def _out_of_range(offsets: pd.DataFrame) -> int:

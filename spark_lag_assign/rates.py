@@ -329,7 +329,92 @@ __all__ = [
     "configured_rates",
     "drain_seconds",
     "lower_bound",
+    "measure",
+    "observation_from_plan",
+    "observation_json",
     "produce_between",
     "read_between",
     "read_rates_file",
 ]
+
+
+# -- what a plan records -------------------------------------------------------------------
+
+
+def observation_json(observation: Observation) -> dict[str, Any]:
+    """The offsets of one observation as plan.json keeps them, for the next run to measure rates:
+    ``{"time": epoch seconds, "end_offsets": {topic: {partition: offset}}, "committed_offsets": ...}``."""
+    frame = observation.offsets.sort_values(KEY, kind="stable")
+    ends: dict[str, dict[str, int]] = {}
+    commits: dict[str, dict[str, int]] = {}
+    committed = pd.to_numeric(frame["committed_offset"], errors="coerce") if "committed_offset" in frame else None
+    for i, (t, p, e) in enumerate(zip(frame["topic"].tolist(), frame["partition"].astype(np.int64).tolist(),
+                                      frame["end_offset"].astype(np.int64).tolist())):
+        ends.setdefault(str(t), {})[str(p)] = int(e)
+        if committed is not None:
+            c = committed.iloc[i]
+            if pd.notna(c):
+                commits.setdefault(str(t), {})[str(p)] = int(c)
+    return {"time": float(observation.time), "end_offsets": ends, "committed_offsets": commits}
+
+
+def observation_from_plan(plan: Mapping[str, Any]) -> Observation | None:
+    """The observation a plan recorded (None for a plan without one: written before rates existed),
+    with the plan's owners as who read each partition from then on."""
+    doc = plan.get("observed")
+    if not isinstance(doc, Mapping) or "time" not in doc or not isinstance(doc.get("end_offsets"), Mapping):
+        return None
+    commits = doc.get("committed_offsets") or {}
+    rows = [
+        (t, int(p), int(e), commits.get(t, {}).get(p))
+        for t, parts in doc["end_offsets"].items()
+        for p, e in parts.items()
+    ]
+    offsets = pd.DataFrame(rows, columns=[*KEY, "end_offset", "committed_offset"])
+    offsets["committed_offset"] = pd.to_numeric(offsets["committed_offset"], errors="coerce").astype("Int64")
+    owners = pd.DataFrame(
+        [(c, t, int(p)) for c, e in plan.get("consumers", {}).items() for t, ps in e.get("assign", {}).items() for p in ps],
+        columns=["consumer", *KEY],
+    )
+    return Observation(float(doc["time"]), offsets, owners)
+
+
+def measure(
+    consumers: Sequence[str],
+    now: Observation,
+    before: Observation | None = None,
+    configured: Mapping[str, float] | None = None,
+) -> Rates:
+    """The rates of a run: produce and read rates from ``before`` to ``now`` where there is a
+    ``before`` (the previous generation, or an earlier snapshot), the configured read rates
+    for the rest."""
+    if before is None:
+        return combine(consumers, configured=configured)
+    interval = now.time - before.time
+    if not interval > 0:
+        raise InputError(
+            f"the interval between the two observations must be > 0 seconds, not {interval:g} "
+            "(is the earlier observation newer than this one?)"
+        )
+    produce, notes = produce_between(before.offsets, now.offsets, interval)
+    read: dict[str, float] = {}
+    behind: dict[str, bool] = {}
+    if "committed_offset" in now.offsets and len(before.owners):
+        read, behind, more = read_between(before, now.offsets, interval)
+        read = {c: r for c, r in read.items() if c in set(consumers)}
+        notes += more
+    return combine(consumers, configured=configured, measured=read, behind=behind, produce=produce, notes=notes)
+
+
+def filled(rates: Rates, consumers: Sequence[str]) -> Rates:
+    """``rates`` with a read rate for every consumer, for a planner that needs one each: a
+    consumer with neither a measured nor a configured rate gets the median of the others
+    (a note says so; the plan still reports its rate and time as unknown)."""
+    missing = [c for c in consumers if c not in rates.read]
+    if not missing or not rates.read:
+        return rates
+    median = float(np.median(list(rates.read.values())))
+    note = f"no read rate for {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}: planned at the median, {median:g}/s"
+    read = {**rates.read, **{c: median for c in missing}}
+    return Rates(read, {**rates.read_source, **{c: "median" for c in missing}}, rates.produce, rates.observations,
+                 (*rates.notes, note))

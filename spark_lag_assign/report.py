@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from spark_lag_assign.plan import Plan
 
 
@@ -11,22 +13,60 @@ def _fmt_partitions(assign: dict[str, list[int]], limit: int = 6) -> str:
     return f"[{shown}{', ...' if len(names) > limit else ''}]"
 
 
+def duration(seconds: float | None, estimated: bool = False) -> str:
+    """``42.0 s``, ``12m 05s``, ``3h 12m``; ``never`` for None/inf; ``~`` marks an estimate."""
+    if seconds is None or math.isinf(seconds):
+        return "never"
+    mark = "~" if estimated else ""
+    if seconds < 100:
+        return f"{mark}{seconds:.1f} s"
+    whole = int(round(seconds))
+    if whole < 3600:
+        return f"{mark}{whole // 60}m {whole % 60:02d}s"
+    return f"{mark}{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
+def _has_times(plan: Plan) -> bool:
+    return any("drain_seconds" in e for e in plan["consumers"].values())
+
+
+def _drains_in(plan: Plan, entry: dict[str, object]) -> str:
+    if entry.get("read_rate") is None:
+        return "-"
+    if entry.get("keeps_up") is False:
+        return "never"
+    return duration(entry.get("drain_seconds"), bool(plan.get("rates_estimated")))  # type: ignore[arg-type]
+
+
 def consumer_table(plan: Plan, limit: int = 40) -> str:
-    """consumer | partitions | lag | share, one line each (the first ``limit`` consumers)."""
+    """consumer | partitions | lag | share [| read/s | produced/s | drains in], one line each
+    (the first ``limit`` consumers)."""
     total = max(plan["totals"]["lag"], 1)
-    rows = [("consumer", "partitions", "lag", "share", "assigned")]
+    timed = _has_times(plan)
+    head = ("consumer", "partitions", "lag", "share") + (("read/s", "produced/s", "drains in") if timed else ()) + ("assigned",)
+    rows = [head]
     for consumer, entry in list(plan["consumers"].items())[:limit]:
+        times: tuple[str, ...] = ()
+        if timed:
+            rate = entry.get("read_rate")
+            times = (
+                "-" if rate is None else f"{rate:,.1f}",
+                f"{entry.get('produce_rate', 0.0):,.1f}",
+                _drains_in(plan, entry),  # type: ignore[arg-type]
+            )
         rows.append(
             (
                 consumer,
                 str(entry["partitions"]),
                 f"{entry['lag']:,}",
                 f"{100 * entry['lag'] / total:.1f}%",
+                *times,
                 _fmt_partitions(entry["assign"]),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    lines = ["  ".join(r[i].ljust(widths[i]) if i in (0, 4) else r[i].rjust(widths[i]) for i in range(5)) for r in rows]
+    n = len(head)
+    widths = [max(len(r[i]) for r in rows) for i in range(n)]
+    lines = ["  ".join(r[i].ljust(widths[i]) if i in (0, n - 1) else r[i].rjust(widths[i]) for i in range(n)) for r in rows]
     more = len(plan["consumers"]) - limit
     if more > 0:
         lines.append(f"... and {more} more consumers")
@@ -47,6 +87,39 @@ def quality_line(plan: Plan) -> str:
     if q.get("out_of_range"):
         parts.append(f"{q['out_of_range']} partition(s) with a committed offset outside the log (reset applied)")
     return "; ".join(parts)
+
+
+def drain_lines(plan: Plan, limit: int = 10) -> list[str]:
+    """The group's time to drain, who cannot keep up, and the slowest partitions (empty without rates)."""
+    if "rates_source" not in plan:
+        return []
+    estimated = bool(plan.get("rates_estimated"))
+    out = []
+    stuck = plan.get("cannot_keep_up") or []
+    if plan.get("rates_source") == "none":
+        out.append("time to drain: unknown (no read rates: measure them from two generations or give --rate/--rates)")
+    elif stuck:
+        out.append(
+            f"WARNING: {len(stuck)} consumer(s) cannot keep up, producers append at least as fast as they read: "
+            f"{', '.join(stuck[:10])}{' ...' if len(stuck) > 10 else ''}; the group never drains"
+        )
+    elif plan.get("drain_seconds") is None:
+        out.append("time to drain: unknown for consumers without a read rate")
+    else:
+        out.append(f"time to drain: {duration(plan['drain_seconds'], estimated)} (rates {plan['rates_source']})")
+    if estimated and plan.get("rates_source") != "none":
+        out.append("~ estimate: produce rates rest on fewer than two observations (taken as 0)")
+    slow = [
+        (d, t, p, c)
+        for c, e in plan["consumers"].items()
+        for t, parts in (e.get("partition_drain_seconds") or {}).items()
+        for p, d in parts.items()
+    ]
+    if slow:
+        slow.sort(key=lambda x: (-(math.inf if x[0] is None else x[0]), x[1], int(x[2])))
+        out.append("slowest partitions: " + ", ".join(f"{t}-{p} ({c}) {duration(d, estimated)}" for d, t, p, c in slow[:limit]))
+    out += [f"note: {n}" for n in plan.get("rates_notes") or []]
+    return out
 
 
 def moves(previous: Plan, current: Plan, limit: int = 20) -> str:
@@ -71,6 +144,7 @@ def summary(plan: Plan, limit: int = 40) -> str:
     line = quality_line(plan)
     if line:
         out.append(line)
+    out += drain_lines(plan)
     idle = [c for c, e in plan["consumers"].items() if e["partitions"] == 0]
     if idle:
         out.append(f"consumers with nothing assigned: {', '.join(idle[:20])}{' ...' if len(idle) > 20 else ''}")
