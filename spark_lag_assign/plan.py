@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from spark_lag_assign.rates import Observation, Rates
 
 FORMAT_VERSION = 1
-CONSUMER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}$")
+CONSUMER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}")  # always fullmatch: "$" would let a trailing newline in
 
 PLAN_COLUMNS = ("consumer", "topic", "partition", "lag", "starting_offset")
 
@@ -73,7 +73,7 @@ def check_consumer_ids(consumers: Sequence[str]) -> None:
     """Consumer ids name files, so they must be plain; the same id twice is a mistake."""
     seen: set[str] = set()
     for c in consumers:
-        if not isinstance(c, str) or not CONSUMER_ID.match(c):
+        if not isinstance(c, str) or not CONSUMER_ID.fullmatch(c):
             raise InputError(
                 f"invalid consumer id {c!r}: use letters, digits and . _ : @ = + - (not starting with a symbol)"
             )

@@ -63,3 +63,8 @@ def test_the_runtime_never_imports_the_testing_package() -> None:
         for p in runtime
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_package_runs_as_a_module() -> None:
+    done = subprocess.run([sys.executable, "-m", "spark_lag_assign", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("spark-lag-assign "), done.stderr

@@ -127,7 +127,7 @@ def test_a_bad_plan_file_gets_a_one_line_error(tmp_path: Path, content: str, mes
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("consumer", ["", "../escape", "a/b", "has space", ".hidden", "-flag"])
+@pytest.mark.parametrize("consumer", ["", "../escape", "a/b", "has space", ".hidden", "-flag", "trailing-newline\n", "\nleading"])
 def test_consumer_ids_that_cannot_name_a_file_are_refused(consumer: str) -> None:
     with pytest.raises(InputError, match="invalid consumer id"):
         plan_io.check_consumer_ids([consumer])
