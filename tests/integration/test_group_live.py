@@ -301,11 +301,9 @@ def test_cooperative_members_never_own_a_partition_at_the_same_time(kafka: Local
 def test_the_leader_never_waits_for_a_lag_read(kafka: LocalKafka) -> None:
     """The lag read hangs for longer than the session timeout; the group still forms at
     once, by count, and every assign() returns in milliseconds."""
-    from kafka import KafkaAdminClient, KafkaConsumer
+    from spark_lag_assign.group import GroupLagMonitor, LagStickyAssignor
 
-    from spark_lag_assign.group import GroupLagMonitor, LagStickyAssignor, subscribe
-
-    topic, group = "grp-hang", "grp-hang"
+    topic = "grp-hang"
     create_topic(kafka.bootstrap_servers, topic, 6)
     release = threading.Event()
     entered = threading.Event()
@@ -315,53 +313,94 @@ def test_the_leader_never_waits_for_a_lag_read(kafka: LocalKafka) -> None:
         release.wait(3 * SESSION_MS / 1000)
         raise TimeoutError("released")
 
-    monitor = GroupLagMonitor(None, group, topics=[topic], reader=hanging_reader)
-    assert entered.wait(5)
-    assignors = [LagStickyAssignor(monitor) for _ in range(2)]
+    monitor = GroupLagMonitor(None, topic, topics=[topic], reader=hanging_reader)
+    try:
+        assert entered.wait(5)
+        assignors = [LagStickyAssignor(monitor) for _ in range(2)]
+        formed, assigned = form_group(kafka, topic, assignors, timeout=SESSION_MS / 1000 + 6)
+        assert formed is not None and formed < SESSION_MS / 1000, (formed, assigned)
+        assert sorted(len(a) for a in assigned) == [3, 3]
+        assert not release.is_set() and monitor.snapshot() is None  # the read hung all along
+        led = [a.last for a in assignors if a.last is not None]
+        assert led and all(r.seconds < 0.5 and not r.lagged for r in led), led
+    finally:
+        release.set()
+        monitor.close()
+
+def form_group(kafka: LocalKafka, topic: str, assignors: list[Any], *, timeout: float) -> tuple[float | None, list[set[TP]]]:
+    """Consumers in threads, one per assignor, joined with ``subscribe``; how long until the
+    broker calls the group Stable with every member holding a share (None: never)."""
+    from kafka import KafkaAdminClient, KafkaConsumer
+
+    from spark_lag_assign.group import subscribe
+
     stop = threading.Event()
-    assigned: list[set[TP]] = [set(), set()]
+    assigned: list[set[TP]] = [set() for _ in assignors]
 
     def consume(i: int) -> None:
         consumer = KafkaConsumer(
-            bootstrap_servers=kafka.bootstrap_servers, group_id=group, client_id=f"hang-{i}",
+            bootstrap_servers=kafka.bootstrap_servers, group_id=topic, client_id=f"{topic}-{i}",
             session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500, max_poll_interval_ms=15000,
             partition_assignment_strategy=[assignors[i]],
         )
         subscribe(consumer, [topic])
         try:
             while not stop.is_set():
-                consumer.poll(timeout_ms=100)
+                consumer.poll(timeout_ms=200)
                 assigned[i] = {(tp.topic, tp.partition) for tp in consumer.assignment()}
         finally:
             consumer.close()
 
-    threads = [threading.Thread(target=consume, args=(i,), daemon=True) for i in range(2)]
+    threads = [threading.Thread(target=consume, args=(i,), daemon=True) for i in range(len(assignors))]
     started = time.monotonic()
+    formed = None
+    admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
     try:
         for t in threads:
             t.start()
-        admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
-        try:
-            while time.monotonic() - started < SESSION_MS / 1000 + 10:
-                state = admin.describe_groups([group]).get(group, {})
-                if (
-                    state.get("group_state") == "Stable"
-                    and len(state.get("members", [])) == 2
-                    and sorted(len(a) for a in assigned) == [3, 3]
-                ):
-                    break
-                time.sleep(0.2)
-            formed = time.monotonic() - started
-        finally:
-            admin.close()
-        assert sorted(len(a) for a in assigned) == [3, 3], assigned
-        assert formed < SESSION_MS / 1000, f"the group took {formed:.1f} s to form"
-        assert not release.is_set() and monitor.snapshot() is None  # the read was hanging all along
-        led = [a.last for a in assignors if a.last is not None]
-        assert led and all(r.seconds < 0.5 and not r.lagged for r in led), led
+        while formed is None and time.monotonic() - started < timeout:
+            state = admin.describe_groups([topic]).get(topic, {})
+            if state.get("group_state") == "Stable" and len(state.get("members", [])) == len(assignors) and all(assigned):
+                formed = time.monotonic() - started
+            time.sleep(0.2)
     finally:
+        admin.close()
         stop.set()
-        release.set()
         for t in threads:
             t.join(timeout=20)
-        monitor.close()
+    return formed, assigned
+
+
+@pytest.mark.parametrize("run", range(2))
+def test_a_slow_assign_does_not_strand_the_leader(kafka: LocalKafka, run: int) -> None:
+    """kafka-python 3.0.12 loses a leader whose rejoin completes between two polls (see
+    ``spark_lag_assign.group.consumer``); an assign() of 150 ms made that happen in most runs.
+    With ``subscribe`` loading metadata first the group forms every time."""
+    from spark_lag_assign.group import LagStickyAssignor
+
+    class Slow(LagStickyAssignor):
+        def assign(self, cluster: Any, members: Any) -> Any:
+            time.sleep(0.15)  # a big group's plan, or a slow machine
+            return super().assign(cluster, members)
+
+    topic = f"grp-slow-{run}"
+    create_topic(kafka.bootstrap_servers, topic, 6)
+    formed, assigned = form_group(kafka, topic, [Slow() for _ in range(3)], timeout=SESSION_MS / 1000 + 6)
+    assert formed is not None and formed < SESSION_MS / 1000, (formed, assigned)
+    assert sorted(len(a) for a in assigned) == [2, 2, 2]
+
+
+def test_the_monitor_reads_real_lags_with_commits_and_resets(kafka: LocalKafka) -> None:
+    from spark_lag_assign.group import GroupLagMonitor
+    from spark_lag_assign.testing.localkafka import commit
+
+    topic, group = "grp-monitor", "grp-monitor"
+    create_topic(kafka.bootstrap_servers, topic, 3)
+    produce(kafka.bootstrap_servers, topic, {0: 50, 1: 30, 2: 10})
+    commit(kafka.bootstrap_servers, group, {(topic, 0): 20, (topic, 1): 30})
+    for reset, lag2 in (("earliest", 10), ("latest", 0)):
+        with GroupLagMonitor(kafka.bootstrap_servers, group, topics=[topic, "no-such-topic"], reset=reset) as monitor:
+            assert monitor.wait_ready(15)
+            snap = monitor.snapshot()
+            assert snap is not None
+            assert snap.lags.values.tolist() == [[topic, 0, 30], [topic, 1, 0], [topic, 2, lag2]]

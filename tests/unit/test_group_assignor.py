@@ -366,3 +366,19 @@ def test_a_member_subscribed_to_nothing_and_topics_without_metadata() -> None:
     group.join("b", LagStickyAssignor(), ["t", "gone"])
     got = group.rebalance().assignment
     assert got == {"a": frozenset(), "b": {("t", 0), ("t", 1)}}
+
+
+def test_the_group_package_and_its_job_import_no_spark() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    job = Path(__file__).resolve().parents[2] / "jobs" / "kafka_python_consumer.py"
+    code = (
+        "import runpy, sys\n"
+        "import spark_lag_assign.group, spark_lag_assign.group.simulate\n"
+        f"runpy.run_path({str(job)!r}, run_name='not_main')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))"
+    )
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
