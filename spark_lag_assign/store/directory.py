@@ -541,8 +541,10 @@ class DirectoryStore(Store):
     def _discard(self, path: str) -> None:
         try:
             self._fs.delete(path, recursive=True)
+        except PermissionError as exc:  # the write failed the same way and says so already
+            log.debug("store %s: cannot remove %s: %s", self.uri, path, exc.strerror or exc)
         except OSError as exc:
-            log.warning("store %s: cannot remove %s: %s", self.uri, path, exc)
+            log.warning("store %s: cannot remove %s: %s", self.uri, path, exc.strerror or exc)
 
     def _refresh_links(self, generation: int, name: str) -> None:
         """Best effort: today's ``current``, ``plan.json``, ... links, for people and for Spark

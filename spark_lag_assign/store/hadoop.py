@@ -125,7 +125,9 @@ def _java(exc: BaseException) -> tuple[str, str, str]:
 class HadoopFileSystem(FileSystem):
     """A directory store's ``FileSystem`` on any Hadoop file system, through Hadoop's Java API."""
 
-    def __init__(self, uri: str, conf: Mapping[str, str] | None = None) -> None:
+    def __init__(self, uri: str, conf: Mapping[str, str] | None = None, *, user: str | None = None) -> None:
+        """``conf``: Hadoop settings over the cluster's own. ``user``: act as this user on a
+        cluster without Kerberos (what ``HADOOP_USER_NAME`` does for the whole process)."""
         from py4j.protocol import Py4JError
 
         self._Py4JError = Py4JError
@@ -144,7 +146,10 @@ class HadoopFileSystem(FileSystem):
         self._no_overwrite[0] = rename.NONE
         java_uri = jvm.java.net.URI(f"{parts.scheme}://{parts.netloc}/")
         try:
-            self._fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(java_uri, hadoop_conf)
+            if user is None:
+                self._fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(java_uri, hadoop_conf)
+            else:
+                self._fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(java_uri, hadoop_conf, user)
             self._context = None
             if str(self._fs.getClass().getName()) != "org.apache.hadoop.hdfs.DistributedFileSystem":
                 # rename-with-options is public only on HDFS's own class; FileContext has it everywhere
