@@ -45,7 +45,7 @@ from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor, Reba
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from spark_lag_assign.assignors import assign as plan_assign, get_strategy
-from spark_lag_assign.errors import one_line
+from spark_lag_assign.errors import StrategyError, one_line
 from spark_lag_assign.group.lagsource import LagSource
 from spark_lag_assign.group.memberdata import (
     NO_GENERATION,
@@ -114,7 +114,7 @@ class GroupAssignor(AbstractPartitionAssignor):
         spec = get_strategy(self.strategy)
         unknown = sorted(set(options or {}) - set(spec.options))
         if unknown:
-            raise ValueError(f"strategy {self.strategy!r} takes no option {', '.join(unknown)}")
+            raise StrategyError(f"strategy {self.strategy!r} takes no option {', '.join(unknown)}")
         self.lags = lags
         self.max_age_s = float(max_age_s)
         self.seed = int(seed)

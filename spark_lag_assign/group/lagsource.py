@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from spark_lag_assign.errors import one_line
+from spark_lag_assign.errors import ConfigError, one_line
 from spark_lag_assign.lag import check_reset, compute_lag
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ class GroupLagMonitor:
         start: bool = True,
     ) -> None:
         if reader is None and not bootstrap_servers:
-            raise ValueError("GroupLagMonitor needs bootstrap_servers or a reader")
+            raise ConfigError("GroupLagMonitor needs bootstrap_servers or a reader")
         self.group_id = group_id
         self.reset = check_reset(reset)
         self.interval_s = float(interval_s)

@@ -346,9 +346,11 @@ def test_eager_and_cooperative_cannot_be_mixed_in_one_consumer() -> None:
     assert len({c.name for c in (LagAssignor, LagStickyAssignor, StickyAssignor, RangeAssignor, CooperativeStickyAssignor)}) == 5
 
 
-def test_unknown_options_are_refused() -> None:
+def test_unknown_options_and_a_monitor_without_a_cluster_are_refused() -> None:
     LagStickyAssignor(options={"tolerance": 0.1})
-    with pytest.raises(ValueError, match="no option max_swaps"):
+    with pytest.raises(sla.ConfigError, match="bootstrap_servers or a reader"):
+        GroupLagMonitor(None, "g", start=False)
+    with pytest.raises(sla.StrategyError, match="no option max_swaps"):
         StickyAssignor(options={"max_swaps": 3})
 
 
