@@ -35,13 +35,21 @@ from types import TracebackType
 from spark_lag_assign import jvm
 from spark_lag_assign.errors import SparkLagAssignError
 
-#: runs inside the new namespaces: private /tmp, read-only checkout, then the command
+#: runs inside the new namespaces: private /tmp, read-only checkout, then the command. The
+#: read-only directories are opened before the tmpfs hides /tmp, and bound back from those
+#: descriptors, so a checkout that itself lives under /tmp stays reachable.
 _SCRIPT = r"""
 set -e
+n=3
+for dir in $SLA_READ_ONLY; do eval "exec $n<\"\$dir\""; n=$((n + 1)); done
 mount -t tmpfs -o "size=$SLA_TMPFS_SIZE,mode=1777" tmpfs /tmp
+n=3
 for dir in $SLA_READ_ONLY; do
-    mount --bind "$dir" "$dir"
+    mkdir -p "$dir"
+    mount --no-canonicalize --bind "/proc/self/fd/$n" "$dir"
     mount -o remount,bind,ro "$dir"
+    eval "exec $n<&-"
+    n=$((n + 1))
 done
 mkdir -p /tmp/home
 cd /tmp
@@ -67,7 +75,10 @@ def check_namespaces(timeout: float = 20.0) -> str | None:
         unshare = _unshare()
     except NamespaceError as exc:
         return str(exc)
-    probe = 'mount -t tmpfs -o size=1m tmpfs /tmp && touch /tmp/probe && mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"'
+    probe = (
+        'exec 3<"$1" && mount -t tmpfs -o size=1m tmpfs /tmp && touch /tmp/probe && mkdir -p "$1" '
+        '&& mount --no-canonicalize --bind /proc/self/fd/3 "$1" && mount -o remount,bind,ro "$1"'
+    )
     try:
         done = subprocess.run(
             [unshare, "-rm", "sh", "-c", probe, "sh", str(jvm.REPO_ROOT)], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
