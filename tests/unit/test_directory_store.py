@@ -101,10 +101,10 @@ def test_the_layout_on_disk(tmp_path: Path) -> None:
     # today's convenience links, through ``current``
     root = tmp_path / "plans"
     assert os.readlink(root / "current") == "generations/000001"
-    assert plan_io.read_current(root) == doc
+    assert plan_io.read_plan(root) == doc
     second = publish(store, tag=5)
     assert os.readlink(root / "current") == "generations/000002"
-    assert plan_io.read_current(root) == second
+    assert plan_io.read_plan(root) == second
     assert json.loads((root / "assign" / "c0.json").read_text()) == second["consumers"]["c0"]["assign"]
 
 
@@ -378,11 +378,6 @@ def test_a_missing_root_reads_as_empty(tmp_path: Path) -> None:
     store = store_at(tmp_path / "nothing-here")
     assert store.latest() is None and store.generations() == [] and store.claims() == {}
     assert not (tmp_path / "nothing-here").exists()  # readers create nothing
-
-
-def test_hadoop_stores_are_not_available_yet(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="hdfs:// stores need Spark's Hadoop file system"):
-        open_store("hdfs://namenode:8020/plans/orders")
 
 
 def test_bad_settings_are_config_errors(tmp_path: Path) -> None:
