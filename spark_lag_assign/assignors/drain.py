@@ -25,7 +25,7 @@ balancing ``load / speed`` is lag-sticky's problem with unequal consumers:
    restoring the previous plan's counts and keeping it if it is within the margin).
 2. ``T`` = the makespan the plan reached; reweigh and run lag-sticky's local search again
    (a plan whose every ``load / speed`` is below ``T`` drains before ``T``): a few rounds,
-   each taken only if it shortens the makespan.
+   each taken only if it shortens the makespan, all of them within ``max_swaps`` steps.
 3. lag-sticky's own plan of the same input is a candidate too: the plan that drains
    soonest wins, lag-sticky's on a tie. With a previous plan, the previous owners (counts
    restored) are kept unless the winner drains more than ``margin`` sooner.
@@ -196,15 +196,16 @@ def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
     )
     best = state.owner.copy()
     score = makespan(best, lags, produce, speed)
-    # step 2: reweigh at the makespan reached and search again
+    # step 2: reweigh at the makespan reached and search again, within one budget of max_swaps steps
+    budget = opts.max_swaps
     for _ in range(ROUNDS):
         target = score[0] if math.isfinite(score[0]) else 2 * horizon
-        if math.isfinite(score[0]) and score[0] <= bound * (1 + opts.margin / 4):
+        if budget <= 0 or (math.isfinite(score[0]) and score[0] <= bound * (1 + opts.margin / 4)):
             break
         horizon = max(target, 1.0)
         group = group_for(horizon)
         state.load[:] = lagsticky._sum_by(state.owner, group.lag, group.consumers)
-        lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
+        budget -= lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, budget)
         found = makespan(state.owner, lags, produce, speed)
         if not _better(found, score):
             break

@@ -218,12 +218,13 @@ def _sticky(group: _Group, previous: np.ndarray, tolerance: float, max_swaps: in
     return state if group.peak(state.load) <= limit else fresh
 
 
-def _improve(group: _Group, state: _State, limit: float, max_swaps: int) -> None:
+def _improve(group: _Group, state: _State, limit: float, max_swaps: int) -> int:
     """Step 5, then step 4 again where subscriptions differ: a move of the search can leave
-    a consumer two above another that could take one of its extras."""
-    _Search(group, state).run(limit, max_swaps)
+    a consumer two above another that could take one of its extras. Returns the steps taken."""
+    taken = _Search(group, state).run(limit, max_swaps)
     if not group.identical:
         _even_counts(group, state.count, state.extra, state.load, *_move_extra(group, state))
+    return taken
 
 
 # ---------------------------------------------------------------------------------------------
@@ -584,14 +585,15 @@ class _Search:
         self.by_key = np.argsort(key, kind="stable")
         self.sorted_key = key[self.by_key]
 
-    def run(self, limit: float, max_steps: int) -> None:
-        """Steps until no consumer carries more than ``limit``, none helps, or ``max_steps``."""
+    def run(self, limit: float, max_steps: int) -> int:
+        """Steps until no consumer carries more than ``limit``, none helps, or ``max_steps``;
+        returns how many were taken."""
         load, group = self.state.load, self.group
         for taken in range(max_steps):
             times = group.times(load)
             top = int(np.argmax(times))
             if times[top] <= limit:
-                return
+                return taken
             if taken == 0:
                 self._index()
             rows = self.held.rows(top)
@@ -602,8 +604,9 @@ class _Search:
             if step is None:
                 step = self._exchange(top, rows)
             if step is None or step[0] >= times[top]:
-                return
+                return taken
             self._apply(top, step)
+        return max_steps
 
     def _apply(self, top: int, step: tuple[float, int, int, int]) -> None:
         _, x, y, other = step

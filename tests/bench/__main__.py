@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.bench import bench_sticky, compare, drain, plots, report, scale
+from tests.bench import bench_sticky, compare, drain, plots, rates_bench, report, scale
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,13 @@ class Mode:
     peer_limit: float
     job: tuple[int, int, int]  # topics, partitions per topic, consumers
     job_strategies: tuple[str, ...]
+    rate_seeds: int = 10  # plan for time (rates_bench): seeds per load and speeds
+    rate_speed: tuple[int, int] = (1_000_000, 1_000)  # drain's speed against lag-sticky: partitions, consumers
 
 
 FULL = Mode("full", 20, 6, 2, (100, 100, 100), 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky",))
-QUICK = Mode("quick", 3, 1, 0, None, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",))
+QUICK = Mode("quick", 3, 1, 0, None, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",),
+             rate_seeds=3, rate_speed=(100_000, 100))
 
 CHURN_SHAPES = ("skewed", "seed002", "mixed")
 DRAIN_SHAPES = ("skewed", "seed002", "mixed")
@@ -106,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     drained = drain.run_drain(drain_shapes, compare.PLANNERS, range(mode.drain_seeds))
     curves = drain.curves(compare.SHAPE["skewed"], compare.PLANNERS, seed=0)
     clock.done(f"drain ({mode.drain_seeds} seeds x {len(drain_shapes)} shapes)")
+    timed_rates = rates_bench.run(range(mode.rate_seeds))
+    rate_speed = rates_bench.speed(*mode.rate_speed)
+    clock.done(f"plan for time ({mode.rate_seeds} seeds x {len(rates_bench.LOADS)} loads x {len(rates_bench.SPEEDS)} speeds; "
+               f"speed at {mode.rate_speed[0]:,} partitions)")
 
     grid = None
     job: list[dict[str, object]] | None = None
@@ -124,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "lag_bars": plots.lag_bars(bar_plans, subs, "skewed, seed 0", out / "lag_bars.png"),
         "optimality": plots.optimality(static, names, out / "optimality.png", OPTIMALITY_TARGETS),
         "moves": plots.moves(churn, names, compare.STEPS, out / "moves.png"),
+        "rates": rates_bench.plot(timed_rates, out / "time_to_drain_rates.png"),
         "drain": plots.drain_curves(curves, f"Draining skewed seed 0: {len(subs)} consumers at "
                                     f"{drain.consumer_rate(lags, len(subs)):,.0f} msg/s each", out / "drain.png"),
     }
@@ -134,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     static.to_csv(out / "static.csv", index=False)
     churn.to_csv(out / "churn.csv", index=False)
     drained.to_csv(out / "drain.csv", index=False)
+    timed_rates.to_csv(out / "rates.csv", index=False)
     if grid is not None:
         grid.to_csv(out / "scale.csv", index=False)
     if job is not None:
@@ -141,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
     goals = report.targets(static, churn, grid, job, identical=[s.name for s in [*compare.SHAPES, compare.LARGE] if s.identical])
     text = render(mode, clock, static, churn, drained, grid, job, goals, pngs, sticky_rows)
+    text += rates_section(mode, timed_rates, rate_speed, pngs["rates"])
     (out / "report.md").write_text(text)
     print(text)
     _log(f"wrote {out / 'report.md'} and {len(pngs)} PNGs in {clock.total:.0f} s")
@@ -243,6 +253,29 @@ def render(
             "seconds, peak resident memory of the whole process tree (driver, JVM, Python workers).",
             report.job_table(job),
         ]
+    return "\n\n".join(parts) + "\n"
+
+
+def rates_section(mode: Mode, results: pd.DataFrame, speed: dict[str, float], png: Path) -> str:
+    """The evidence of issue 12: max time to drain over the bound with producers and unequal pipelines."""
+    goals = rates_bench.targets(results)
+    fast = 1.5
+    goals.append((f"drain within {fast}x of lag-sticky's planning time at {int(speed['partitions']):,} partitions",
+                  speed["ratio"] <= fast,
+                  f"{speed['drain']:.2f} s vs {speed['lag-sticky']:.2f} s = {speed['ratio']:.2f}x"))
+    parts = [
+        "",
+        f"## Plan for time: producers and unequal pipelines ({mode.rate_seeds} seeds per cell)",
+        (rates_bench.__doc__ or "").split("\n\n", 1)[1].replace("\n", " ").strip(),
+        "Cells: max time to drain / lower bound, `median (worst)` over seeds; `never` where a consumer's producers "
+        "outrun it. Only `drain` is given the rates.",
+        rates_bench.table(results),
+        rates_bench.targets_table(goals),
+        f"![time to drain with rates]({png.name})",
+        f"Speed: {int(speed['partitions']):,} partitions x {int(speed['consumers']):,} consumers, heterogeneous rates, "
+        f"producers at 60%: lag-sticky {speed['lag-sticky']:.2f} s (drains in {speed['lag-sticky ratio']:.2f}x the bound), "
+        f"drain {speed['drain']:.2f} s ({speed['drain ratio']:.2f}x the bound).",
+    ]
     return "\n\n".join(parts) + "\n"
 
 
