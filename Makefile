@@ -9,7 +9,7 @@ MVN    ?= mvn
 JVM    := .jvm
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo test test-protocol test-unit bench bench-quick broker dist clean
+.PHONY: help setup venv jvm demo test test-protocol test-cluster test-unit bench bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -41,6 +41,9 @@ test: setup ## run every test: pure, Spark, against a real local broker; then th
 
 test-protocol: venv ## the handover protocol's state machine under hypothesis' thorough profile (~100k steps)
 	$(PY) -m pytest -q tests/unit/test_handover_model.py tests/unit/test_handover_scenarios.py --hypothesis-profile=unit-thorough
+
+test-cluster: setup ## the proof on a Spark standalone cluster (master + 2 workers) with HDFS: kafka:// and hdfs:// stores
+	$(PY) -m pytest -m cluster tests/cluster
 
 test-unit: venv ## only the pure tests (no Spark, no broker): seconds
 	$(PY) -m pytest -m "not spark and not broker"

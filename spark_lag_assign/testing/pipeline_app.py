@@ -3,7 +3,9 @@
     python -m spark_lag_assign.testing.pipeline_app --store kafka://127.0.0.1:9092/orders \\
         --consumer A --bootstrap-servers 127.0.0.1:9092 --sink-topic orders-sink --lease 6
 
-One process = one local SparkSession (``local[1]``, small, UI off) + one ``PlanFollower``
+One process = one SparkSession (``local[1]`` unless ``--master`` names a cluster, e.g. a
+standalone master in client mode, with ``--conf`` settings such as ``spark.cores.max=1``;
+small, UI off) + one ``PlanFollower``
 for one consumer id, as one Spark application on one host of a cluster would be. Its query
 is a ``foreachBatch`` sink that collects each micro-batch's (topic, partition, offset) rows
 and hands them to ``PlanFollower.write_batch``: the records go to ``--sink-topic`` and the
@@ -85,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-offsets-per-trigger", type=int, default=200)
     p.add_argument("--checkpoint-root", default="file:///tmp/sla-checkpoints")
     p.add_argument("--driver-memory", default="640m")
+    p.add_argument("--master", default="local[1]", help="Spark master, e.g. spark://127.0.0.1:7077 (client mode)")
+    p.add_argument("--conf", metavar="K=V", action="append", default=[], help="a Spark setting (repeatable), e.g. spark.cores.max=1")
     p.add_argument("--sigstop-before-claim", action="store_true", help="SIGSTOP the process group before the first claim")
     return p
 
@@ -226,9 +230,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from spark_lag_assign.session import local_session
     from spark_lag_assign.store import ClaimFencedError, open_store
 
+    conf = dict(kv.split("=", 1) for kv in args.conf)
     spark = local_session(
         f"sla-pipeline-{args.consumer}",
-        master="local[1]",
+        master=args.master,
         extra={
             "spark.driver.memory": args.driver_memory,
             "spark.sql.shuffle.partitions": "1",
@@ -236,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "spark.sql.execution.arrow.pyspark.enabled": "false",
             "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
             "spark.sql.streaming.minBatchesToRetain": "5",
+            **conf,
         },
     )
     spark.sparkContext.setLogLevel("WARN")

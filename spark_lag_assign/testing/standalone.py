@@ -56,6 +56,10 @@ from spark_lag_assign.testing.localkafka import free_port
 
 log = logging.getLogger(__name__)
 
+#: JVM options for small machines: the client compiler only and the serial collector spend far
+#: less CPU starting and idling, which is most of what the daemons, drivers and executors here do
+LIGHT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 MASTER = "org.apache.spark.deploy.master.Master"
 WORKER = "org.apache.spark.deploy.worker.Worker"
 
@@ -177,6 +181,7 @@ class StandaloneCluster:
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_DAEMON_MEMORY": self.daemon_memory,
+            "SPARK_DAEMON_JAVA_OPTS": LIGHT_JVM,
             "SPARK_LOG_DIR": str(self.log_dir),
             "SPARK_PID_DIR": str(self.workdir),
             # executors start their Python workers with this interpreter (pandas, pyarrow, this package)
@@ -310,10 +315,9 @@ class StandaloneCluster:
             "spark.sql.session.timeZone": "UTC",
         }
         log4j = jvm.REPO_ROOT / "conf" / "log4j2-spark.properties"
-        if log4j.exists():
-            opt = f"-Dlog4j2.configurationFile=file:{log4j}"
-            conf["spark.driver.extraJavaOptions"] = opt
-            conf["spark.executor.extraJavaOptions"] = opt
+        opt = LIGHT_JVM + (f" -Dlog4j2.configurationFile=file:{log4j}" if log4j.exists() else "")
+        conf["spark.driver.extraJavaOptions"] = opt
+        conf["spark.executor.extraJavaOptions"] = opt
         if with_kafka:
             conf["spark.jars"] = jvm.spark_kafka_jars()
         return conf

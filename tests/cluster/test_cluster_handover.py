@@ -1,0 +1,441 @@
+"""Proof on a real multi-node Spark cluster, on loopback (issue 11, item 4).
+
+A Spark standalone master and two workers (``StandaloneCluster``, the pip package's own
+daemons), the local broker, and a real HDFS. The planner (``spark-submit
+jobs/plan_assignments.py``) and three pipelines (``spark_lag_assign.testing.pipeline_app``
+with ``--master spark://...``) are each their own Spark application in client mode, with
+``spark.cores.max=1``, whose executors run on the workers; each driver runs in its own
+mount namespace with a private tmpfs /tmp (``NamespacedProcess``), so the drivers share no
+local file: only the store, Kafka and HDFS, where every pipeline keeps its checkpoints.
+Producers write throughout. Run once with the ``kafka://`` store and once with the
+``hdfs://`` store.
+
+The plan changes four times: A and B (g1), C joins (g2), A leaves (g3), A comes back while
+a topic grows (g4). Faults, each on a whole process group (driver and its Spark JVM):
+
+- A is SIGSTOPped across generations g3 and g4, far past its lease, while the plan moves its
+  partitions to B and back (A -> B -> A);
+- a planner run is frozen in the middle of writing a generation (``planner_midwrite.py``:
+  Kafka store: the records but the manifest in an open transaction; directory store: the
+  manifest created, the generation not moved into place) and SIGKILLed there; the previous
+  generation must still be served and the next run must publish;
+- the broker is stopped and started again (same port, same data) while everyone reads;
+- B is SIGKILLed while reading and restarted under the same consumer id.
+
+At the end, from the sinks' records as a ``read_committed`` reader sees them (the analysis
+of ``pipeline_app``): nothing lost, no two readers of one partition in overlapping
+micro-batches, duplicates only around handovers and at most one batch per moved partition
+per handover, the group's commits at the end offsets and never seen going backwards; and
+the pipelines' executors ran on both workers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spark_lag_assign import jvm
+from spark_lag_assign.testing import pipeline_app as app
+from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic
+from spark_lag_assign.testing.minihdfs import MiniHDFS
+from spark_lag_assign.testing.namespaces import NamespacedProcess, require_namespaces
+from spark_lag_assign.testing.standalone import StandaloneCluster
+from tests.integration.test_handover_processes import Producers, end_offsets, read_committed, readers
+
+HERE = Path(__file__).resolve().parent
+LEASE = 10.0
+POLL = 0.5
+MAX_PER_TRIGGER = 200  # the duplicate bound: one micro-batch per moved partition per handover
+GROWN = 4
+STEP_TIMEOUT = 240.0
+PLANNER_TIMEOUT = 300.0
+#: closing an HDFS file polls the NameNode from 400 ms by default: every checkpoint file would cost that
+HDFS_CLIENT = {f"spark.hadoop.{k}": v for k, v in MiniHDFS.client_conf.items()}
+
+
+# -- a small proof that the cluster is one: an application's executors on both workers ----------
+
+
+def test_an_application_runs_executors_on_both_workers(cluster: StandaloneCluster, tmp_path: Path) -> None:
+    script = tmp_path / "two_workers.py"
+    script.write_text(
+        "import os, socket\n"
+        "from pyspark.sql import SparkSession\n"
+        "spark = SparkSession.builder.appName('sla-two-workers').getOrCreate()\n"
+        "pids = spark.sparkContext.parallelize(range(16), 16).map(lambda _: os.getpid()).distinct().collect()\n"
+        "print('APP', spark.sparkContext.applicationId, 'PYTHON-WORKER-PIDS', len(pids), flush=True)\n"
+        "spark.stop()\n"
+    )
+    # two cores for this one: spread out, one executor on each worker
+    argv = cluster.submit_command(script, conf={"spark.cores.max": "2", "spark.executor.cores": "1"})
+    done = subprocess.run(argv, env={**os.environ, **cluster.submit_env()}, capture_output=True, text=True,
+                          timeout=PLANNER_TIMEOUT, cwd=tmp_path)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-4000:]
+    app_id = re.search(r"APP (\S+) PYTHON-WORKER-PIDS (\d+)", out)
+    assert app_id, out[-4000:]
+    executors = cluster.executors(app_id.group(1))
+    assert sorted(executors) == ["worker-0", "worker-1"], executors
+    assert app_id.group(1) in {a["id"] for a in cluster.applications()}
+
+
+# -- the scenario's parts ------------------------------------------------------------------------
+
+
+class CommitSampler(threading.Thread):
+    """The group's committed offsets every 0.5 s (failed samples, e.g. while the broker is down, counted)."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        super().__init__(name="commit-sampler", daemon=True)
+        self.bootstrap, self.group = bootstrap, group
+        self.samples: list[tuple[float, dict[tuple[str, int], int]]] = []
+        self.halt = threading.Event()
+        self.errors = 0
+
+    def run(self) -> None:
+        from kafka import KafkaAdminClient
+
+        admin = None
+        while not self.halt.is_set():
+            try:
+                if admin is None:
+                    admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="cl-sampler", request_timeout_ms=5000)
+                found = admin.list_group_offsets(self.group)[self.group]
+                self.samples.append((time.time(), {(tp.topic, tp.partition): om.offset for tp, om in found.items() if om.offset >= 0}))
+            except Exception:  # noqa: BLE001 - a missed sample is no finding; counted
+                self.errors += 1
+                if admin is not None:
+                    try:
+                        admin.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                    admin = None
+            self.halt.wait(0.5)
+        if admin is not None:
+            admin.close()
+
+    def latest(self) -> dict[tuple[str, int], int]:
+        return dict(self.samples[-1][1]) if self.samples else {}
+
+
+class ClusterScenario:
+    """Names, processes and logs of one run; waiting on what the processes report."""
+
+    def __init__(self, kind: str, cluster: StandaloneCluster, kafka: LocalKafka, hdfs: MiniHDFS, logs: Path) -> None:
+        self.kind = kind
+        self.cluster = cluster
+        self.bootstrap = kafka.bootstrap_servers
+        prefix = f"cl-{kind}"
+        self.orders, self.payments = f"{prefix}-orders", f"{prefix}-payments"
+        self.partitions = {self.orders: 4, self.payments: 2}
+        self.group, self.sink = f"{prefix}-group", f"{prefix}-sink"
+        base = f"{hdfs.uri}/sla-cluster/{kind}"
+        self.store = f"kafka://{self.bootstrap}/{prefix}-plans" if kind == "kafka" else f"{base}/plans"
+        self.checkpoints = f"{base}/checkpoints"
+        self.logs = logs
+        self.processes: list[NamespacedProcess] = []
+        self.pipelines: dict[str, NamespacedProcess] = {}
+        self.t0 = time.monotonic()
+        self.timeline: list[str] = []
+        self.planner_seconds: list[float] = []
+        self.pipeline_start_seconds: list[float] = []
+        # the drivers' environment: this interpreter, loopback, and an HDFS user
+        self.env = {**cluster.submit_env(), "HADOOP_USER_NAME": "root"}
+
+    def note(self, what: str) -> None:
+        line = f"{time.monotonic() - self.t0:7.1f}s [{self.kind}] {what}"
+        self.timeline.append(line)
+        print(line, flush=True)
+
+    def planner_argv(self, consumers: str, script: Path) -> list[str]:
+        conf = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "2", **HDFS_CLIENT}
+        args = [
+            "--store", self.store, "--bootstrap-servers", self.bootstrap, "--group", self.group,
+            "--topics", f"{self.orders},{self.payments}", "--consumers", consumers, "--strategy", "range", "--reset", "earliest",
+        ]  # fmt: skip
+        return self.cluster.submit_command(script, *args, conf=conf)
+
+    def plan(self, consumers: str) -> int:
+        """One planner run, submitted to the cluster from its own namespace; the generation it published."""
+        n = len(self.planner_seconds) + 1
+        began = time.monotonic()
+        proc = NamespacedProcess(f"planner-{n}", self.planner_argv(consumers, jvm.REPO_ROOT / "jobs" / "plan_assignments.py"),
+                                 self.logs / f"planner-{n}.log", env=self.env).start()  # fmt: skip
+        self.processes.append(proc)
+        status = proc.wait(PLANNER_TIMEOUT)
+        self.planner_seconds.append(time.monotonic() - began)
+        out = proc.log_text()
+        assert status == 0, f"planner run {n} failed ({status}):\n{out[-6000:]}"
+        found = re.findall(r"published generation (\d+) to", out)
+        assert found, out[-6000:]
+        generation = int(found[-1])
+        self.note(f"planner published generation {generation}: {consumers} ({self.planner_seconds[-1]:.1f}s)")
+        return generation
+
+    def plan_killed_mid_write(self, consumers: str) -> str:
+        """A planner run frozen while it writes a generation, then SIGKILLed; what it had written."""
+        n = len(self.planner_seconds) + 1
+        began = time.monotonic()
+        proc = NamespacedProcess(f"planner-{n}-killed", self.planner_argv(consumers, HERE / "planner_midwrite.py"),
+                                 self.logs / f"planner-{n}-killed.log", env=self.env).start()  # fmt: skip
+        self.processes.append(proc)
+        deadline = time.monotonic() + PLANNER_TIMEOUT
+        while "MIDWRITE " not in proc.log_text() or not proc.stopped():
+            assert proc.alive, f"the planner exited ({proc.poll()}) before it stopped mid-write:\n{proc.tail(80)}"
+            assert time.monotonic() < deadline, proc.tail(80)
+            time.sleep(0.2)
+        status = proc.kill()
+        self.planner_seconds.append(time.monotonic() - began)
+        what = next(ln for ln in proc.log_text().splitlines() if ln.startswith("MIDWRITE ")).removeprefix("MIDWRITE ")
+        self.note(f"planner run {n} SIGKILLed mid-write (exit {status}): {what}")
+        return what
+
+    def pipeline(self, consumer: str, run: int = 1) -> NamespacedProcess:
+        conf = {
+            **{k: v for k, v in self.cluster.app_conf().items() if k != "spark.master"},
+            **HDFS_CLIENT,
+            # a driver SIGSTOPped for minutes keeps its executor: no heartbeat expiry on resuming
+            "spark.network.timeout": "600s",
+        }
+        argv = [
+            sys.executable, "-m", "spark_lag_assign.testing.pipeline_app", "--master", self.cluster.master_url,
+            *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
+            "--store", self.store, "--consumer", consumer, "--bootstrap-servers", self.bootstrap,
+            "--sink-topic", self.sink, "--lease", str(LEASE), "--poll-interval", str(POLL),
+            "--max-offsets-per-trigger", str(MAX_PER_TRIGGER), "--trigger", "1 second",
+            "--checkpoint-root", self.checkpoints,
+        ]  # fmt: skip
+        proc = NamespacedProcess(f"pipeline-{consumer}-{run}", argv, self.logs / f"pipeline-{consumer}-{run}.log", env=self.env).start()
+        self.processes.append(proc)
+        self.pipelines[consumer] = proc
+        self.note(f"started pipeline {consumer} (run {run}, pid {proc.pid})")
+        return proc
+
+    @staticmethod
+    def lines(proc: NamespacedProcess, kind: str) -> list[dict[str, Any]]:
+        prefix = kind + " "
+        return [json.loads(line[len(prefix) :]) for line in proc.log_text().splitlines() if line.startswith(prefix)]
+
+    def events(self, consumer: str) -> list[dict[str, Any]]:
+        return self.lines(self.pipelines[consumer], "EVENT")
+
+    def wait(self, check: Callable[[], bool], what: str, timeout: float = STEP_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            for consumer, proc in self.pipelines.items():
+                if not proc.alive:
+                    raise AssertionError(f"pipeline {consumer} exited ({proc.poll()}) while waiting until {what}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g}s waiting until {what}")
+            time.sleep(0.2)
+        self.note(what)
+
+    def reading(self, consumer: str, generation: int) -> bool:
+        return any(e["kind"] == "start" and e["generation"] == generation for e in self.events(consumer))
+
+    @staticmethod
+    def committed_beyond(sampler: CommitSampler, baseline: dict[tuple[str, int], int], tps: list[tuple[str, int]]) -> bool:
+        latest = sampler.latest()
+        return all(latest.get(tp, -1) > baseline.get(tp, -1) for tp in tps)
+
+    def served_generation(self) -> int | None:
+        """The generation the store serves now, read by this process as any reader would."""
+        from spark_lag_assign.store import open_store
+
+        settings: dict[str, Any] = {} if self.kind == "kafka" else {"hadoop_conf": MiniHDFS.client_conf}
+        with open_store(self.store, **settings) as store:
+            plan = store.latest()
+            return None if plan is None else int(plan["generation"])
+
+    def dump(self) -> str:
+        parts = ["timeline:", *self.timeline]
+        for proc in self.processes:
+            parts.append(f"---- {proc.name} ({proc.log_path}) ----")
+            lines = [ln for ln in proc.log_text().splitlines() if not ln.lstrip().startswith("at ")]
+            parts.extend(lines[-80:])
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        for proc in self.processes:
+            proc.close()
+
+
+# -- the proof -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["kafka", "hdfs"], ids=["kafka-store", "hdfs-store"])
+def test_three_pipelines_on_a_standalone_cluster_hand_partitions_over_safely(
+    kind: str, cluster: StandaloneCluster, kafka: LocalKafka, hdfs: MiniHDFS, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_namespaces()  # a NamespaceError fails the test: never a skip that turns it green
+    began = time.monotonic()
+    s = ClusterScenario(kind, cluster, kafka, hdfs, tmp_path / "logs")
+    bootstrap = s.bootstrap
+    orders, payments = s.orders, s.payments
+    for topic, n in s.partitions.items():
+        create_topic(bootstrap, topic, n)
+    create_topic(bootstrap, s.sink, 1)
+    create_topic(bootstrap, app.markers_topic(s.sink), 1)
+    commit(bootstrap, s.group, {(t, p): 0 for t, n in s.partitions.items() for p in range(n)})
+
+    producers = Producers(bootstrap, s.partitions)
+    sampler = CommitSampler(bootstrap, s.group)
+    producers.start()
+    sampler.start()
+    a_pause = broker_down = 0.0
+    midwrite = ""
+    try:
+        # g1: A and B
+        g1 = s.plan("A,B")
+        s.pipeline("A")
+        s.pipeline("B")
+        s.wait(lambda: s.reading("A", g1) and s.reading("B", g1), f"A and B read generation {g1}")
+        s.wait(lambda: s.committed_beyond(sampler, {}, [(orders, 0), (orders, 3)]), "A and B committed batches")
+
+        # g2: C joins
+        g2 = s.plan("A,B,C")
+        s.pipeline("C")
+        s.wait(lambda: s.reading("C", g2) and s.reading("B", g2), f"C and B read generation {g2} (orders-3 moved B -> C)")
+
+        # g3: A leaves while SIGSTOPped; B takes A's partitions once A's lease ran out
+        a = s.pipelines["A"]
+        baseline = sampler.latest()
+        a.stop()
+        a_stopped = time.monotonic()
+        a.wait_stopped(10)
+        s.note("A is SIGSTOPped (driver and JVM)")
+        g3 = s.plan("B,C")
+        s.wait(lambda: s.reading("B", g3), f"B reads generation {g3}, A's partitions included")
+        s.wait(
+            lambda: s.committed_beyond(sampler, baseline, [(orders, 0), (orders, 1), (payments, 0)]),
+            "B committed batches of A's former partitions",
+        )
+
+        # the topic grows; a planner dies in the middle of writing the next generation
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewPartitions
+
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="cl-admin")
+        try:
+            admin.create_partitions({payments: NewPartitions(GROWN)})
+        finally:
+            admin.close()
+        producers.grow(payments, GROWN)
+        s.note(f"{payments} grew to {GROWN} partitions")
+        midwrite = s.plan_killed_mid_write("A,B,C")
+        served = s.served_generation()
+        s.note(f"after the killed planner the store serves generation {served}")
+        assert served == g3, f"the store serves {served} after a planner died mid-write, not {g3}"
+        assert all(p.alive for p in s.pipelines.values())
+
+        # g4: A is back in the plan (still stopped), the grown topic planned; B gives A's partitions back
+        g4 = s.plan("A,B,C")
+        assert g4 > g3
+        s.wait(lambda: s.reading("B", g4), f"B reads generation {g4} without A's partitions")
+        a.cont()
+        a_pause = time.monotonic() - a_stopped
+        s.note(f"A resumed after {a_pause:.1f}s stopped (lease {LEASE:g}s), across generations {g3} and {g4}")
+        s.wait(lambda: s.reading("A", g4), f"A reads generation {g4} again")
+        s.wait(lambda: s.reading("C", g4), f"C reads generation {g4}")
+        baseline = sampler.latest()
+        s.wait(lambda: s.committed_beyond(sampler, baseline, [(payments, p) for p in range(GROWN)]), "every partition of the grown topic committed")
+
+        # the broker restarts (same port, same data) while everyone reads
+        down = time.monotonic()
+        kafka.stop()
+        s.note(f"broker stopped ({kafka.stopped_by})")
+        time.sleep(3.0)
+        kafka.start()
+        broker_down = time.monotonic() - down
+        s.note(f"broker started again after {broker_down:.1f}s down")
+        baseline = sampler.latest()
+        every = sorted(producers.sent)
+        s.wait(lambda: s.committed_beyond(sampler, baseline, every), "every partition committed again after the broker restart")
+
+        # B is SIGKILLed while reading and restarted under the same consumer id
+        killed = s.pipelines["B"]
+        status = killed.kill()
+        s.note(f"B SIGKILLed (exit {status})")
+        s.pipeline("B", run=2)
+        s.wait(lambda: s.reading("B", g4), f"the new B reads generation {g4}")
+
+        # the end: producers stop, pipelines drain, SIGTERM
+        time.sleep(3.0)
+        sent = producers.stop()
+        s.note(f"producers stopped: {sum(sent.values())} records")
+        tps = sorted(sent)
+        ends = end_offsets(bootstrap, tps)
+        assert ends == sent, "the broker's end offsets differ from what the producers had acknowledged"
+        s.wait(lambda: all(sampler.latest().get(tp, -1) >= ends[tp] for tp in tps), "the group's commits reached the end offsets")
+        statuses = {consumer: s.pipelines[consumer].terminate(90) for consumer in "ABC"}
+        s.note(f"pipelines ended: {statuses}")
+        sampler.halt.set()
+        sampler.join(10)
+        assert statuses == {"A": 0, "B": 0, "C": 0}, statuses
+        final = sampler.latest()
+
+        # -- what the sinks say
+        records = [app.parse_record(v) for v in read_committed(bootstrap, s.sink)]
+        markers = dict(app.parse_marker(v) for v in read_committed(bootstrap, app.markers_topic(s.sink)))
+        batches = app.batches_of(records, markers)
+        lost = app.losses(records, ends)
+        overlapping = app.overlaps(batches)
+        dups = app.duplicates(records, MAX_PER_TRIGGER)
+        went_back = app.backwards(sampler.samples)
+        gaps = app.handover_gaps(batches)
+        incarnations = {(r.consumer, r.incarnation) for r in records}
+        apps = [a for a in cluster.applications() if a.get("name", "").startswith("sla-pipeline-")]
+        on_workers = sorted({w for a in apps for w in cluster.executors(a["id"])})
+        lapses = {p.name: p.log_text().count("stops reading: the lease lapsed") for p in s.processes if p.name.startswith("pipeline")}
+        summary = [
+            f"cluster handover proof [{kind} store {s.store}]: {time.monotonic() - began:.0f}s; "
+            f"planner runs {len(s.planner_seconds)} ({', '.join(f'{x:.0f}s' for x in s.planner_seconds)}, one killed mid-write); "
+            f"A stopped {a_pause:.1f}s (lease {LEASE:g}s); broker down {broker_down:.1f}s",
+            f"  produced {sum(ends.values())} records on {len(tps)} partitions; sink {len(records)} records in "
+            f"{len(batches)} batches of {len(incarnations)} incarnations ({sum(not b.ended_known for b in batches)} without marker)",
+            f"  lost {sum(b - a for ranges in lost.values() for a, b in ranges if b >= 0)}; overlapping batch pairs {len(overlapping)}; "
+            f"duplicates {dups.records} records ({dups.offsets} offsets) over {dups.handovers} handovers / "
+            f"{dups.boundaries} reader changes (bound: {MAX_PER_TRIGGER} per moved partition per handover); "
+            f"closest reader change {min((g for _, g, _, _ in gaps), default=float('nan')):.2f}s apart",
+            f"  commit samples {len(sampler.samples)} (missed {sampler.errors}); backwards {len(went_back)}; "
+            f"readers of {orders}-0: {' -> '.join(readers(records, (orders, 0)))}",
+            f"  pipeline applications {len(apps)}, executors on {on_workers}; killed planner: {midwrite}",
+            f"  queries stopped because their lease lapsed: {lapses}",
+        ]
+        with capsys.disabled():
+            print("\n" + "\n".join(summary), flush=True)
+
+        assert lost == {}, f"records lost: {lost}"
+        assert overlapping == [], "\n".join(o.describe() for o in overlapping[:20])
+        assert dups.violations == [], "\n".join(dups.violations[:20])
+        assert dups.records <= dups.handovers * MAX_PER_TRIGGER
+        assert went_back == [], went_back[:20]
+        assert {tp: final.get(tp) for tp in tps} == ends, "the group's commits are not the end offsets"
+
+        # -- and the faults happened as staged
+        assert a_pause > 2 * LEASE
+        a_events = s.events("A")
+        resumed = next(i for i, e in enumerate(a_events) if e["generation"] == g4)
+        assert any(e["kind"] == "stop" and e["detail"] == "{}" for e in a_events[resumed:]), a_events[resumed:]
+        assert readers(records, (orders, 0)) == ["A", "B", "A"], readers(records, (orders, 0))
+        assert {r.partition for r in records if r.topic == payments} == set(range(GROWN))
+        assert len({r.incarnation for r in records if r.consumer == "B"}) >= 2, "the restarted B wrote nothing under a new incarnation"
+        assert on_workers == ["worker-0", "worker-1"], on_workers
+    except BaseException:
+        with capsys.disabled():
+            print("\n" + s.dump(), flush=True)
+        raise
+    finally:
+        producers.halt.set()
+        sampler.halt.set()
+        s.close()
