@@ -33,7 +33,7 @@ def _asked_for_cluster(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    ours = [item for item in items if HERE in Path(str(item.fspath)).resolve().parents]
+    ours = [item for item in items if HERE in Path(item.path).resolve().parents]
     for item in ours:
         item.add_marker(pytest.mark.cluster)
     if not _asked_for_cluster(config):
