@@ -120,6 +120,16 @@ class ProgressCommitter:
         log.debug("committed %s", todo)
         return True
 
+    def committed_elsewhere(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """Offsets committed by another path (a sink's transaction): progress reports that
+        arrive later with older offsets must not commit them again, or the group goes back."""
+        with self._lock:
+            for entry in self._queries.values():
+                for tp, offset in offsets.items():
+                    if tp in entry.partitions:
+                        entry.latest[tp] = max(offset, entry.latest.get(tp, -1))
+                        entry.committed[tp] = max(offset, entry.committed.get(tp, -1))
+
     def record(self, query_id: str, end_offsets: Iterable[str | None]) -> bool:
         """A completed batch's sources' ``endOffset`` JSONs: merge them and commit what is new."""
         with self._lock:

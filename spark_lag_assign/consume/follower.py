@@ -201,6 +201,8 @@ class PlanFollower:
         except CommitFencedError:
             self._on_refused("write_batch")
             raise
+        # the listener's progress reports lag behind the batches: never let one commit less
+        self.committer.committed_elsewhere(offsets)
 
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Follow the plan until ``stop()``, the consumer leaves the plan, or the query ends by itself.
@@ -320,6 +322,11 @@ class PlanFollower:
         query = self._query
         if query is not None and core.reading is not None and not core.commit_refused and not query.isActive:
             error = query.exception()  # a refused write_batch ends the query too: that is no failure
+            if self.clock() >= core.deadline():
+                # our lease lapsed before we saw it end: a pause of this whole process (its
+                # Kafka calls time out on resuming). The lapse stops it; we claim again.
+                log.warning("%s: the query ended while its lease had lapsed: %s", self.consumer, one_line(error) if error else "no error")
+                return
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
                 self._failure = error

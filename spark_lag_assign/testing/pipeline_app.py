@@ -267,6 +267,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         kafka_options={
             "kafka.bootstrap.servers": args.bootstrap_servers,
             "maxOffsetsPerTrigger": args.max_offsets_per_trigger,
+            # shorter than the test's pauses, so a batch in flight when the driver is
+            # SIGSTOPped fails on resuming, as it does after a long GC pause in production
+            # (Kafka's admin client needs request.timeout.ms <= default.api.timeout.ms)
+            "kafka.default.api.timeout.ms": 20000,
+            "kafka.request.timeout.ms": 10000,
         },
         lease=args.lease,
         poll_interval=args.poll_interval,

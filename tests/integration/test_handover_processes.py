@@ -244,8 +244,12 @@ class Scenario:
         self.note(what)
 
     def reading(self, consumer: str, generation: int) -> bool:
-        """The consumer's query of ``generation`` runs (a start event of it)."""
-        return any(e["kind"] == "start" and e["generation"] == generation for e in self.events(consumer))
+        """The consumer reads what ``generation`` gives it: a query started under it, or a
+        running query whose claim it renewed under it (same partitions: it kept reading)."""
+        return any(
+            e["generation"] == generation and (e["kind"] == "start" or (e["kind"] == "claim" and e["detail"] == "reading"))
+            for e in self.events(consumer)
+        )
 
     def committed_beyond(self, sampler: CommitSampler, baseline: dict[tuple[str, int], int], tps: list[tuple[str, int]]) -> bool:
         latest = sampler.latest()

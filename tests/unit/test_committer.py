@@ -1,0 +1,104 @@
+"""ProgressCommitter: every completed micro-batch's end offsets reach the group, never backwards,
+and a refused commit stops the committing at once (pure: a fake commit function, no Kafka)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pytest
+
+from spark_lag_assign.consume.committer import ProgressCommitter
+from spark_lag_assign.errors import CommitFencedError, KafkaCommitError
+
+TP = tuple[str, int]
+
+
+def end(**offsets: int) -> str:
+    """A progress report's endOffset JSON for topic t: end(p0=5) -> {"t": {"0": 5}}."""
+    return json.dumps({"t": {k[1:]: v for k, v in offsets.items()}})
+
+
+class Group:
+    """The group's committed offsets, with a switch to fail or refuse the next commits."""
+
+    def __init__(self) -> None:
+        self.committed: dict[TP, int] = {}
+        self.calls: list[tuple[dict[TP, int], int]] = []
+        self.fail = 0
+        self.refuse = False
+
+    def __call__(self, offsets: Mapping[TP, int], generation: int) -> None:
+        self.calls.append((dict(offsets), generation))
+        if self.refuse:
+            raise CommitFencedError("a newer owner fenced the id")
+        if self.fail:
+            self.fail -= 1
+            raise KafkaCommitError("broker away")
+        for tp, offset in offsets.items():
+            assert offset >= self.committed.get(tp, -1), f"{tp} would go back from {self.committed[tp]} to {offset}"
+            self.committed[tp] = offset
+
+
+def committer(group: Group, refused: list[str] | None = None) -> ProgressCommitter:
+    return ProgressCommitter(group, lambda: 7, (refused.append if refused is not None else None))
+
+
+def test_each_batch_commits_what_is_new_under_the_generation() -> None:
+    group = Group()
+    c = committer(group)
+    c.track("q", [("t", 0), ("t", 1)])
+    assert c.record("q", [end(p0=5, p1=3)])
+    assert c.record("q", [end(p0=5, p1=3)])  # nothing new: no call
+    assert c.record("q", [end(p0=9, p1=3), json.dumps({"other": {"0": 4}})])  # untracked partitions are not ours
+    assert group.calls == [({("t", 0): 5, ("t", 1): 3}, 7), ({("t", 0): 9}, 7)]
+    assert c.committed("q") == {("t", 0): 9, ("t", 1): 3}
+
+
+def test_a_failed_commit_is_carried_by_the_next_batch_and_counted() -> None:
+    group = Group()
+    c = committer(group)
+    c.track("q", [("t", 0)])
+    group.fail = 1
+    assert not c.record("q", [end(p0=5)])
+    assert c.failures == 1 and group.committed == {}
+    assert c.record("q", [end(p0=8)])
+    assert group.committed == {("t", 0): 8}
+
+
+def test_a_refused_commit_stops_committing_and_is_reported_once() -> None:
+    group, refused = Group(), []
+    c = committer(group, refused)
+    c.track("q", [("t", 0)])
+    assert c.record("q", [end(p0=5)])
+    group.refuse = True
+    assert not c.record("q", [end(p0=6)])
+    assert not c.record("q", [end(p0=7)])  # never retried
+    assert refused == ["q"] and len(group.calls) == 2
+    with pytest.raises(CommitFencedError):
+        c.finish("q", [end(p0=8)], timeout=1.0)
+
+
+def test_a_late_progress_report_never_commits_behind_a_sink_transaction() -> None:
+    """The listener's reports lag the batches: a sink that committed batch N+1 in its own
+    transaction must not see the report of batch N commit N's smaller offsets after it."""
+    group = Group()
+    c = committer(group)
+    c.track("q", [("t", 0)])
+    group({("t", 0): 12}, 7)  # batch N+1's sink transaction
+    c.committed_elsewhere({("t", 0): 12})
+    assert c.record("q", [end(p0=9)])  # batch N's report arrives late
+    assert group.committed == {("t", 0): 12} and len(group.calls) == 1
+
+
+def test_the_final_commit_retries_until_its_timeout() -> None:
+    group = Group()
+    c = committer(group)
+    c.track("q", [("t", 0)])
+    group.fail = 1000
+    with pytest.raises(KafkaCommitError, match="did not succeed within"):
+        c.finish("q", [end(p0=4)], timeout=0.3, pause=0.05)
+    assert c.tracked("q")  # still pending
+    group.fail = 0
+    assert c.finish("q", [], timeout=1.0) == {("t", 0): 4}
+    assert not c.tracked("q")
