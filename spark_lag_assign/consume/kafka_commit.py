@@ -149,10 +149,12 @@ class FencedGroupCommit:
         self.timeout_ms = timeout_ms
         self._producer: Any = None
         self._fenced = False
+        self._high: dict[TopicPartition, int] = {}  # the furthest committed since open()
         self._lock = threading.RLock()
 
-    def open(self) -> None:
-        """(Re)open the producer: fences any other holder of the id, clears our own fencing."""
+    def open(self, *, new_query: bool = True) -> None:
+        """(Re)open the producer: fences any other holder of the id, clears our own fencing.
+        A new query starts its forward-only offsets afresh; a reopen after a failure does not."""
         from kafka.errors import KafkaError
 
         with self._lock:
@@ -167,6 +169,8 @@ class FencedGroupCommit:
                 producer.close(timeout=5)
                 raise KafkaCommitError(f"opening the committer {self.transactional_id} failed: {one_line(exc)}") from None
             self._producer, self._fenced = producer, False
+            if new_query:
+                self._high = {}
 
     @property
     def fenced(self) -> bool:
@@ -193,13 +197,16 @@ class FencedGroupCommit:
         from kafka.structs import TopicPartition as KafkaTP
 
         records = list(records)
-        if not offsets and not records:
-            return
         with self._lock:
+            # one query's commits only move forward, whatever order the listener's progress
+            # reports and a sink's transactions arrive in (both commit through this lock)
+            offsets = {tp: o for tp, o in offsets.items() if o > self._high.get(tp, -1)}
+            if not offsets and not records:
+                return
             if self._fenced:
                 raise CommitFencedError(f"{self.consumer}'s commits are fenced: its partitions have a newer owner")
             if self._producer is None:
-                self.open()
+                self.open(new_query=False)
             producer = self._producer
             note = metadata(self.consumer, generation)
             try:
@@ -216,6 +223,7 @@ class FencedGroupCommit:
                         self.group,
                     )
                 _bounded(producer, "commit_transaction", self.timeout_ms)
+                self._high.update(offsets)
             except (KafkaError, OSError, AssertionError) as exc:
                 if _is_fenced(exc):
                     self._fenced = True

@@ -102,3 +102,46 @@ def test_the_final_commit_retries_until_its_timeout() -> None:
     group.fail = 0
     assert c.finish("q", [], timeout=1.0) == {("t", 0): 4}
     assert not c.tracked("q")
+
+
+class FakeProducer:
+    """Just enough of kafka-python's transactional producer to watch what gets committed."""
+
+    def __init__(self, log: list[dict[TP, int]]) -> None:
+        self.log = log
+        self.pending: dict[TP, int] = {}
+
+    def init_transactions(self) -> None:
+        pass
+
+    def begin_transaction(self) -> None:
+        self.pending = {}
+
+    def send(self, topic: str, key: bytes | None = None, value: bytes | None = None) -> None:
+        pass
+
+    def send_offsets_to_transaction(self, offsets: Mapping[object, object], group: str) -> None:
+        self.pending = {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}  # type: ignore[attr-defined]
+
+    def commit_transaction(self) -> None:
+        self.log.append(self.pending)
+
+    def close(self, timeout: float | None = None) -> None:
+        pass
+
+
+def test_a_fenced_group_commit_only_moves_forward_within_a_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever order a sink's transaction and a late progress report reach the committer in,
+    the group never goes back; a new query (open()) starts afresh."""
+    from spark_lag_assign.consume import kafka_commit
+
+    log: list[dict[TP, int]] = []
+    monkeypatch.setattr(kafka_commit, "_producer", lambda *args: FakeProducer(log))
+    commit = kafka_commit.FencedGroupCommit("k:9092", "g", "id", "A")
+    commit.write({("t", 0): 12, ("t", 1): 4}, 3, "sink", [(None, b"r")])  # batch N+1's sink transaction
+    commit({("t", 0): 9, ("t", 1): 5}, 3)  # batch N's late report: only t-1 moves on
+    commit({("t", 0): 9}, 3)  # nothing new: no transaction at all
+    assert log == [{("t", 0): 12, ("t", 1): 4}, {("t", 1): 5}]
+    commit.open()  # a new query (after a handover back, a reset): its own start decides
+    commit({("t", 0): 2}, 4)
+    assert log[-1] == {("t", 0): 2}
