@@ -17,10 +17,8 @@ import base64
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -30,6 +28,7 @@ from types import TracebackType
 
 from spark_lag_assign import jvm
 from spark_lag_assign.errors import BrokerError
+from spark_lag_assign.testing.processes import die_with_parent, serve, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +46,6 @@ def _cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
-
-
-def _die_with_parent() -> list[str]:
-    """A command prefix that makes Linux SIGTERM the child when this process dies.
-
-    util-linux's setpriv sets the parent-death signal after fork, so no Python code runs
-    between fork and exec (a preexec_fn could deadlock beside Spark's JVM threads).
-    """
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "TERM", "--"] if setpriv else []
 
 
 class LocalKafka:
@@ -174,7 +163,7 @@ class LocalKafka:
                 raise BrokerError(f"formatting KRaft storage failed: {fmt.stderr.strip() or fmt.stdout.strip()}")
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(
-                _die_with_parent() + self._java("kafka.Kafka", str(config), heap=self.heap),
+                die_with_parent() + self._java("kafka.Kafka", str(config), heap=self.heap),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -225,16 +214,7 @@ class LocalKafka:
     def stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=20)
-                self.stopped_by = "SIGTERM"
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                self.stopped_by = "SIGKILL"
-            except ProcessLookupError:
-                pass
+            self.stopped_by = stop_group(proc)
         if self._own_workdir:
             # the log stays (an error message may point to it); the data of a temporary broker goes
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
@@ -307,16 +287,7 @@ def commit(bootstrap_servers: str, group: str, offsets: dict[tuple[str, int], in
 
 def main() -> int:
     """Run a broker in the foreground until interrupted."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with LocalKafka() as kafka:
-        print(f"bootstrap servers: {kafka.bootstrap_servers}  (log: {kafka.log_path}); Ctrl-C stops it", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return serve(LocalKafka(), lambda kafka: f"bootstrap servers: {kafka.bootstrap_servers}  (log: {kafka.log_path})")
 
 
 if __name__ == "__main__":

@@ -23,10 +23,8 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -35,6 +33,7 @@ from types import TracebackType
 
 from spark_lag_assign import jvm
 from spark_lag_assign.errors import JvmError, SparkLagAssignError
+from spark_lag_assign.testing.processes import die_with_parent, serve, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +50,6 @@ def _jars() -> str:
     if not any(p.name.startswith("hadoop-client-minicluster-") for p in found):
         raise JvmError(f"no hadoop-client-minicluster jar in {jvm.JVM_DIR / 'hdfs'}: run `make jvm` (fetches it with Maven)")
     return os.pathsep.join(str(p) for p in found)
-
-
-def _orphan_guard() -> list[str]:
-    """Prefix a command so that the child gets SIGTERM when this process dies (Linux,
-    util-linux ``setpriv``): set between fork and exec, so no Python runs in the child."""
-    tool = shutil.which("setpriv")
-    return [tool, "--pdeathsig", "TERM", "--"] if tool else []
 
 
 #: Hadoop client settings for this cluster (``hadoop_store(..., hadoop_conf=...)``): closing a
@@ -162,7 +154,7 @@ class MiniHDFS:
         began = time.monotonic()
         with open(self.log_path, "ab") as out:
             self._proc = subprocess.Popen(
-                _orphan_guard() + self._command(),
+                die_with_parent() + self._command(),
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -200,16 +192,7 @@ class MiniHDFS:
         proc, self._proc = self._proc, None
         self.port = None
         if proc is not None and proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=20)
-                self.stopped_by = "SIGTERM"
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                self.stopped_by = "SIGKILL"
-            except ProcessLookupError:
-                pass
+            self.stopped_by = stop_group(proc)
         if self._own_workdir:
             # the log stays (an error message may point to it); the data goes
             shutil.rmtree(self.workdir / "data", ignore_errors=True)
@@ -225,16 +208,7 @@ class MiniHDFS:
 
 def main() -> int:
     """Run an HDFS in the foreground until interrupted."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with MiniHDFS() as hdfs:
-        print(f"HDFS at {hdfs.uri}  (log: {hdfs.log_path}); Ctrl-C stops it", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-    return 0
+    return serve(MiniHDFS(), lambda hdfs: f"HDFS at {hdfs.uri}  (log: {hdfs.log_path})")
 
 
 if __name__ == "__main__":

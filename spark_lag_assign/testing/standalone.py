@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,6 +52,7 @@ from typing import Any
 from spark_lag_assign import jvm
 from spark_lag_assign.errors import SparkLagAssignError
 from spark_lag_assign.testing.localkafka import free_port
+from spark_lag_assign.testing.processes import die_with_parent, serve, stop_group
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +75,6 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _orphan_guard() -> list[str]:
-    """Prefix a command so that the child gets SIGTERM when this process dies (set between
-    fork and exec by util-linux ``setpriv``; ``spark-class`` execs the JVM, which keeps it)."""
-    tool = shutil.which("setpriv")
-    return [tool, "--pdeathsig", "TERM", "--"] if tool else []
-
-
 class _Daemon:
     def __init__(self, name: str, argv: list[str], log_path: Path, env: Mapping[str, str], cwd: Path) -> None:
         self.name = name
@@ -90,7 +83,7 @@ class _Daemon:
             out.write(f"=== {name}: {' '.join(argv)}\n".encode())
             out.flush()
             self.proc = subprocess.Popen(
-                _orphan_guard() + argv,
+                die_with_parent() + argv,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -100,19 +93,7 @@ class _Daemon:
             )
 
     def stop(self, timeout: float = 20.0) -> str:
-        proc = self.proc
-        if proc.poll() is not None:
-            return "exited"
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout)
-            return "SIGTERM"
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return "SIGKILL"
-        except ProcessLookupError:
-            return "gone"
+        return stop_group(self.proc, timeout)
 
     def tail(self, lines: int = 40) -> str:
         try:
@@ -355,19 +336,10 @@ class StandaloneCluster:
 
 def main() -> int:
     """Run a cluster in the foreground until interrupted."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with StandaloneCluster() as cluster:
-        print(f"Spark master at {cluster.master_url} (web UI {cluster.web_url}, logs {cluster.log_dir}); Ctrl-C stops it", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
-    return 0
-
-
-__all__ = ["ClusterError", "StandaloneCluster", "spark_home"]
+    return serve(
+        StandaloneCluster(),
+        lambda cluster: f"Spark master at {cluster.master_url} (web UI {cluster.web_url}, logs {cluster.log_dir})",
+    )
 
 
 if __name__ == "__main__":
