@@ -31,14 +31,11 @@ the pipelines' executors ran on both workers.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +47,14 @@ from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic
 from spark_lag_assign.testing.minihdfs import MiniHDFS
 from spark_lag_assign.testing.namespaces import NamespacedProcess, require_namespaces
 from spark_lag_assign.testing.standalone import StandaloneCluster
-from tests.integration.test_handover_processes import Producers, end_offsets, read_committed, readers
+from tests.integration.test_handover_processes import (
+    CommitSampler,
+    ProcessScenario,
+    Producers,
+    end_offsets,
+    read_committed,
+    readers,
+)
 
 HERE = Path(__file__).resolve().parent
 LEASE = 10.0
@@ -92,70 +96,23 @@ def test_an_application_runs_executors_on_both_workers(cluster: StandaloneCluste
 # -- the scenario's parts ------------------------------------------------------------------------
 
 
-class CommitSampler(threading.Thread):
-    """The group's committed offsets every 0.5 s (failed samples, e.g. while the broker is down, counted)."""
-
-    def __init__(self, bootstrap: str, group: str) -> None:
-        super().__init__(name="commit-sampler", daemon=True)
-        self.bootstrap, self.group = bootstrap, group
-        self.samples: list[tuple[float, dict[tuple[str, int], int]]] = []
-        self.halt = threading.Event()
-        self.errors = 0
-
-    def run(self) -> None:
-        from kafka import KafkaAdminClient
-
-        admin = None
-        while not self.halt.is_set():
-            try:
-                if admin is None:
-                    admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="cl-sampler", request_timeout_ms=5000)
-                found = admin.list_group_offsets(self.group)[self.group]
-                self.samples.append((time.time(), {(tp.topic, tp.partition): om.offset for tp, om in found.items() if om.offset >= 0}))
-            except Exception:  # noqa: BLE001 - a missed sample is no finding; counted
-                self.errors += 1
-                if admin is not None:
-                    try:
-                        admin.close()
-                    except Exception:  # noqa: BLE001
-                        pass
-                    admin = None
-            self.halt.wait(0.5)
-        if admin is not None:
-            admin.close()
-
-    def latest(self) -> dict[tuple[str, int], int]:
-        return dict(self.samples[-1][1]) if self.samples else {}
-
-
-class ClusterScenario:
-    """Names, processes and logs of one run; waiting on what the processes report."""
+class ClusterScenario(ProcessScenario):
+    """The cluster proof: apps submitted to the standalone master, the store kafka:// or hdfs://."""
 
     def __init__(self, kind: str, cluster: StandaloneCluster, kafka: LocalKafka, hdfs: MiniHDFS, logs: Path) -> None:
+        prefix = f"cl-{kind}"
+        base = f"{hdfs.uri}/sla-cluster/{kind}"
+        store = f"kafka://{kafka.bootstrap_servers}/{prefix}-plans" if kind == "kafka" else f"{base}/plans"
+        super().__init__(kafka.bootstrap_servers, store, logs, label=f"[{kind}] ", step_timeout=STEP_TIMEOUT)
         self.kind = kind
         self.cluster = cluster
-        self.bootstrap = kafka.bootstrap_servers
-        prefix = f"cl-{kind}"
         self.orders, self.payments = f"{prefix}-orders", f"{prefix}-payments"
         self.partitions = {self.orders: 4, self.payments: 2}
         self.group, self.sink = f"{prefix}-group", f"{prefix}-sink"
-        base = f"{hdfs.uri}/sla-cluster/{kind}"
-        self.store = f"kafka://{self.bootstrap}/{prefix}-plans" if kind == "kafka" else f"{base}/plans"
         self.checkpoints = f"{base}/checkpoints"
-        self.logs = logs
-        self.processes: list[NamespacedProcess] = []
-        self.pipelines: dict[str, NamespacedProcess] = {}
-        self.t0 = time.monotonic()
-        self.timeline: list[str] = []
-        self.planner_seconds: list[float] = []
         self.pipeline_start_seconds: list[float] = []
         # the drivers' environment: this interpreter, loopback, and an HDFS user
         self.env = {**cluster.submit_env(), "HADOOP_USER_NAME": "root"}
-
-    def note(self, what: str) -> None:
-        line = f"{time.monotonic() - self.t0:7.1f}s [{self.kind}] {what}"
-        self.timeline.append(line)
-        print(line, flush=True)
 
     def planner_argv(self, consumers: str, script: Path) -> list[str]:
         conf = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "2", **HDFS_CLIENT}
@@ -221,33 +178,6 @@ class ClusterScenario:
         self.note(f"started pipeline {consumer} (run {run}, pid {proc.pid})")
         return proc
 
-    @staticmethod
-    def lines(proc: NamespacedProcess, kind: str) -> list[dict[str, Any]]:
-        prefix = kind + " "
-        return [json.loads(line[len(prefix) :]) for line in proc.log_text().splitlines() if line.startswith(prefix)]
-
-    def events(self, consumer: str) -> list[dict[str, Any]]:
-        return self.lines(self.pipelines[consumer], "EVENT")
-
-    def wait(self, check: Callable[[], bool], what: str, timeout: float = STEP_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            for consumer, proc in self.pipelines.items():
-                if not proc.alive:
-                    raise AssertionError(f"pipeline {consumer} exited ({proc.poll()}) while waiting until {what}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:g}s waiting until {what}")
-            time.sleep(0.2)
-        self.note(what)
-
-    def reading(self, consumer: str, generation: int) -> bool:
-        return any(e["kind"] == "start" and e["generation"] == generation for e in self.events(consumer))
-
-    @staticmethod
-    def committed_beyond(sampler: CommitSampler, baseline: dict[tuple[str, int], int], tps: list[tuple[str, int]]) -> bool:
-        latest = sampler.latest()
-        return all(latest.get(tp, -1) > baseline.get(tp, -1) for tp in tps)
-
     def sample_after(self, sampler: CommitSampler, wall: float) -> dict[tuple[str, int], int]:
         """The first commit sample taken after ``wall`` (time.time())."""
         deadline = time.monotonic() + STEP_TIMEOUT
@@ -266,18 +196,6 @@ class ClusterScenario:
         with open_store(self.store, **settings) as store:
             plan = store.latest()
             return None if plan is None else int(plan["generation"])
-
-    def dump(self) -> str:
-        parts = ["timeline:", *self.timeline]
-        for proc in self.processes:
-            parts.append(f"---- {proc.name} ({proc.log_path}) ----")
-            lines = [ln for ln in proc.log_text().splitlines() if not ln.lstrip().startswith("at ")]
-            parts.extend(lines[-80:])
-        return "\n".join(parts)
-
-    def close(self) -> None:
-        for proc in self.processes:
-            proc.close()
 
 
 # -- the proof -----------------------------------------------------------------------------------

@@ -143,11 +143,12 @@ class Producers(threading.Thread):
 
 
 class CommitSampler(threading.Thread):
-    """The group's committed offsets every 0.5 s (``samples``: (wall clock, {tp: offset}))."""
+    """The group's committed offsets every 0.5 s (``samples``: (wall clock, {tp: offset})); a
+    failed sample (the broker away) is counted and the client opened again."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, group: str = GROUP) -> None:
         super().__init__(name="commit-sampler", daemon=True)
-        self.bootstrap = bootstrap
+        self.bootstrap, self.group = bootstrap, group
         self.samples: list[tuple[float, dict[tuple[str, int], int]]] = []
         self.halt = threading.Event()
         self.errors = 0
@@ -155,29 +156,36 @@ class CommitSampler(threading.Thread):
     def run(self) -> None:
         from kafka import KafkaAdminClient
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="hp-sampler")
-        try:
-            while not self.halt.is_set():
-                try:
-                    found = admin.list_group_offsets(GROUP)[GROUP]
-                    self.samples.append((time.time(), {(tp.topic, tp.partition): om.offset for tp, om in found.items() if om.offset >= 0}))
-                except Exception:  # noqa: BLE001 - a missed sample is no finding; counted
-                    self.errors += 1
-                self.halt.wait(0.5)
-        finally:
+        admin = None
+        while not self.halt.is_set():
+            try:
+                if admin is None:
+                    admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="hp-sampler", request_timeout_ms=5000)
+                found = admin.list_group_offsets(self.group)[self.group]
+                self.samples.append((time.time(), {(tp.topic, tp.partition): om.offset for tp, om in found.items() if om.offset >= 0}))
+            except Exception:  # noqa: BLE001 - a missed sample is no finding; counted
+                self.errors += 1
+                if admin is not None:
+                    try:
+                        admin.close()
+                    except Exception:  # noqa: BLE001
+                        pass
+                    admin = None
+            self.halt.wait(0.5)
+        if admin is not None:
             admin.close()
 
     def latest(self) -> dict[tuple[str, int], int]:
         return dict(self.samples[-1][1]) if self.samples else {}
 
 
-class Scenario:
-    """The broker's address, the processes, their logs, and waiting on what they report."""
+class ProcessScenario:
+    """The processes of one run, their logs, and waiting on what they report (shared by the
+    local proof here and the cluster proof in tests/cluster)."""
 
-    def __init__(self, kafka: LocalKafka, logs: Path) -> None:
-        self.bootstrap = kafka.bootstrap_servers
-        self.store = f"kafka://{self.bootstrap}/{STORE_NAME}"
-        self.logs = logs
+    def __init__(self, bootstrap: str, store: str, logs: Path, *, label: str = "", step_timeout: float = STEP_TIMEOUT) -> None:
+        self.bootstrap, self.store, self.logs = bootstrap, store, logs
+        self.label, self.step_timeout = label, step_timeout
         self.processes: list[NamespacedProcess] = []
         self.pipelines: dict[str, NamespacedProcess] = {}
         self.t0 = time.monotonic()
@@ -185,9 +193,61 @@ class Scenario:
         self.planner_seconds: list[float] = []
 
     def note(self, what: str) -> None:
-        line = f"{time.monotonic() - self.t0:7.1f}s {what}"
+        line = f"{time.monotonic() - self.t0:7.1f}s {self.label}{what}"
         self.timeline.append(line)
         print(line, flush=True)
+
+    @staticmethod
+    def lines(proc: NamespacedProcess, kind: str) -> list[dict[str, Any]]:
+        prefix = kind + " "
+        return [json.loads(line[len(prefix) :]) for line in proc.log_text().splitlines() if line.startswith(prefix)]
+
+    def events(self, consumer: str) -> list[dict[str, Any]]:
+        return self.lines(self.pipelines[consumer], "EVENT")
+
+    def wait(self, check: Callable[[], bool], what: str, timeout: float | None = None) -> None:
+        limit = timeout if timeout is not None else self.step_timeout
+        deadline = time.monotonic() + limit
+        while not check():
+            for consumer, proc in self.pipelines.items():
+                if not proc.alive:
+                    raise AssertionError(f"pipeline {consumer} exited ({proc.poll()}) while waiting until {what}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {limit:g}s waiting until {what}")
+            time.sleep(0.2)
+        self.note(what)
+
+    def reading(self, consumer: str, generation: int) -> bool:
+        """The consumer reads what ``generation`` gives it: a query started under it, or a
+        running query whose claim it renewed under it (same partitions: it kept reading)."""
+        return any(
+            e["generation"] == generation and (e["kind"] == "start" or (e["kind"] == "claim" and e["detail"] == "reading"))
+            for e in self.events(consumer)
+        )
+
+    @staticmethod
+    def committed_beyond(sampler: CommitSampler, baseline: dict[tuple[str, int], int], tps: list[tuple[str, int]]) -> bool:
+        latest = sampler.latest()
+        return all(latest.get(tp, -1) > baseline.get(tp, -1) for tp in tps)
+
+    def dump(self) -> str:
+        parts = ["timeline:", *self.timeline]
+        for proc in self.processes:
+            parts.append(f"---- {proc.name} ({proc.log_path}) ----")
+            lines = [ln for ln in proc.log_text().splitlines() if not ln.lstrip().startswith("at ")]
+            parts.extend(lines[-80:])
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        for proc in self.processes:
+            proc.close()
+
+
+class Scenario(ProcessScenario):
+    """The local proof: the planner and pipelines as local-Spark processes, the Kafka store."""
+
+    def __init__(self, kafka: LocalKafka, logs: Path) -> None:
+        super().__init__(kafka.bootstrap_servers, f"kafka://{kafka.bootstrap_servers}/{STORE_NAME}", logs)
 
     def plan(self, consumers: str, topics: str = f"{ORDERS},{PAYMENTS}") -> int:
         """Run the planner as a process of its own; the generation it published."""
@@ -223,49 +283,6 @@ class Scenario:
         self.pipelines[consumer] = proc
         self.note(f"started pipeline {consumer} (run {run}, pid {proc.pid}) {' '.join(extra)}")
         return proc
-
-    @staticmethod
-    def lines(proc: NamespacedProcess, kind: str) -> list[dict[str, Any]]:
-        prefix = kind + " "
-        return [json.loads(line[len(prefix) :]) for line in proc.log_text().splitlines() if line.startswith(prefix)]
-
-    def events(self, consumer: str) -> list[dict[str, Any]]:
-        return self.lines(self.pipelines[consumer], "EVENT")
-
-    def wait(self, check: Callable[[], bool], what: str, timeout: float = STEP_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            for consumer, proc in self.pipelines.items():
-                if not proc.alive:
-                    raise AssertionError(f"pipeline {consumer} exited ({proc.poll()}) while waiting until {what}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout:g}s waiting until {what}")
-            time.sleep(0.2)
-        self.note(what)
-
-    def reading(self, consumer: str, generation: int) -> bool:
-        """The consumer reads what ``generation`` gives it: a query started under it, or a
-        running query whose claim it renewed under it (same partitions: it kept reading)."""
-        return any(
-            e["generation"] == generation and (e["kind"] == "start" or (e["kind"] == "claim" and e["detail"] == "reading"))
-            for e in self.events(consumer)
-        )
-
-    def committed_beyond(self, sampler: CommitSampler, baseline: dict[tuple[str, int], int], tps: list[tuple[str, int]]) -> bool:
-        latest = sampler.latest()
-        return all(latest.get(tp, -1) > baseline.get(tp, -1) for tp in tps)
-
-    def dump(self) -> str:
-        parts = ["timeline:", *self.timeline]
-        for proc in self.processes:
-            parts.append(f"---- {proc.name} ({proc.log_path}) ----")
-            lines = [ln for ln in proc.log_text().splitlines() if not ln.lstrip().startswith("at ")]
-            parts.extend(lines[-80:])
-        return "\n".join(parts)
-
-    def close(self) -> None:
-        for proc in self.processes:
-            proc.close()
 
 
 def end_offsets(bootstrap: str, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
