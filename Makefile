@@ -64,4 +64,4 @@ dist: venv ## dist/spark_lag_assign.zip, for spark-submit --py-files on a cluste
 	@echo "dist/spark_lag_assign.zip: pass it with --py-files; executors need pandas and pyarrow, the driver kafka-python too"
 
 clean: ## remove outputs (keeps .venv and .jvm)
-	rm -rf out dist spark-warehouse metastore_db derby.log .pytest_cache
+	rm -rf out dist spark-warehouse metastore_db derby.log .pytest_cache artifacts
