@@ -162,6 +162,7 @@ class PlanFollower:
         self._generations: list[int] = []
         self._committed: Offsets = {}
         self._refusals = 0
+        self._failure: BaseException | None = None  # the query's own error, raised when the run ends
 
     # -- public
 
@@ -286,8 +287,6 @@ class PlanFollower:
         )
 
     # -- the loop
-
-    _failure: BaseException | None = None
 
     def _loop(self, core: Handover, writer: Any) -> Exit:
         while True:
