@@ -204,7 +204,9 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         merged["group"],
         topics=topics,
         topic_pattern=merged.get("topic_pattern"),
-        client_options=merged.get("client"),
+        client_options=config.client_options(
+            sections["kafka"].get("client"), sections["kafka"].get("client_env"), overrides.get("client")
+        ),
         timeout_ms=int(merged.get("timeout_ms", 15000)),
     )
     path = offsets.write_snapshot(frame, args.output)

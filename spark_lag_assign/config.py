@@ -170,6 +170,17 @@ def expand_wildcards(subscriptions: Mapping[str, Sequence[str]], topics: Sequenc
     return {c: everything if list(ts) == ["*"] else sorted(set(ts)) for c, ts in subscriptions.items()}
 
 
+def client_options(
+    file_client: Mapping[str, Any] | None, file_env: Mapping[str, Any] | None, given: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """kafka-python options, key by key: the file's ``[kafka.client]`` < its secrets from the
+    environment (``[kafka.client_env]``) < the command line's ``--kafka-option``."""
+    merged = dict(file_client or {})
+    merged.update(_env_secrets(file_env or {}))
+    merged.update(given or {})
+    return merged
+
+
 def _env_secrets(client_env: Mapping[str, Any]) -> dict[str, str]:
     out = {}
     for option, variable in sorted(client_env.items()):
@@ -191,6 +202,7 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
         for chosen, dropped in ((one, other), (other, one)):
             if chosen in given and dropped not in given:
                 merged.pop(dropped, None)
+    given_client = given.pop("client", None)  # --kafka-option overrides keys, not the whole table
     merged.update(given)
 
     offsets = merged.get("offsets")
@@ -222,8 +234,7 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
         raise ConfigError(f"seed, history and timeout_ms must be integers ({exc})") from None
     if history < 1:
         raise ConfigError(f"history must keep at least one generation, not {history}")
-    client = dict(merged.get("client") or {})
-    client.update(_env_secrets(merged.get("client_env") or {}))
+    client = client_options(merged.get("client"), merged.get("client_env"), given_client)
     offsets_later, interval, rate, rates = _rate_settings(merged, offsets)
     return Settings(
         output=str(merged["output"]),
@@ -271,6 +282,7 @@ def _rate_settings(merged: Mapping[str, Any], offsets: Any) -> tuple[Path | None
 
 __all__ = [
     "Settings",
+    "client_options",
     "expand_wildcards",
     "load_file",
     "read_subscriptions_file",

@@ -118,3 +118,41 @@ def test_malformed_subscriptions_files(tmp_path: Path, content: str, message: st
     with pytest.raises(InputError) as err:
         config.read_subscriptions_file(path)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+SECURE = LIVE.replace(
+    "[plan]",
+    '[kafka.client]\nsecurity_protocol = "SASL_SSL"\nsasl_mechanism = "PLAIN"\nrequest_timeout_ms = 1000\n'
+    '[kafka.client_env]\nsasl_plain_password = "SLA_TEST_SECRET"\n[plan]',
+)
+
+
+def test_a_kafka_option_overrides_one_key_and_keeps_the_files_security(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLA_TEST_SECRET", "s3cret")
+    s = config.settings(write(tmp_path, SECURE), client={"request_timeout_ms": 5000})
+    assert s.client == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "request_timeout_ms": 5000, "sasl_plain_password": "s3cret",
+    }  # fmt: skip
+
+
+def test_snapshot_honours_the_files_secrets_and_overrides_key_by_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pandas as pd
+
+    from spark_lag_assign import cli, offsets
+
+    seen: dict[str, object] = {}
+
+    def read_offsets(bootstrap: str, group: str, **kwargs: object) -> pd.DataFrame:
+        seen.update(kwargs)
+        return pd.DataFrame({"topic": ["a"], "partition": [0], "beginning_offset": [0], "end_offset": [1], "committed_offset": [0]})
+
+    monkeypatch.setenv("SLA_TEST_SECRET", "s3cret")
+    monkeypatch.setattr(offsets, "read_offsets", read_offsets)
+    argv = ["snapshot", "--config", str(write(tmp_path, SECURE)), "--kafka-option", "request_timeout_ms=5000",
+            "--output", str(tmp_path / "snap.csv")]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert seen["client_options"] == {
+        "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "request_timeout_ms": 5000, "sasl_plain_password": "s3cret",
+    }  # fmt: skip
