@@ -37,6 +37,7 @@ import pandas as pd
 
 from spark_lag_assign.errors import InputError
 from spark_lag_assign.lag import validate_offsets
+from spark_lag_assign.rates import check_rate
 
 KEY = ["topic", "partition"]
 
@@ -76,17 +77,6 @@ class Drain:
     def total_lag(self, times: Sequence[float] | np.ndarray) -> np.ndarray:
         """The group's total lag at each time."""
         return self.consumer_lag(times).sum(axis=1)
-
-
-def check_rate(value: object, what: str) -> float:
-    """``value`` as a positive, finite number of messages per second; InputError naming ``what`` otherwise."""
-    try:
-        rate = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number of messages per second, not {value!r}") from None
-    if not math.isfinite(rate) or rate <= 0:
-        raise InputError(f"{what} must be a positive number of messages per second, not {value!r}")
-    return rate
 
 
 def _consumer_rates(
