@@ -10,7 +10,6 @@ which runs the invariant checker before it returns; the property tests run it on
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
@@ -25,6 +24,7 @@ from spark_lag_assign.testing import workloads as w
 from spark_lag_assign.assignors import lagsticky
 from spark_lag_assign.assignors.base import GroupProblem
 from spark_lag_assign.errors import InputError, StrategyError
+from spark_lag_assign.invariants import check_assignment
 from spark_lag_assign.metrics import quality
 
 Subscriptions = Mapping[str, Sequence[str]]
@@ -448,21 +448,18 @@ def problem(lags: pd.DataFrame, subs: Subscriptions) -> GroupProblem:
 
 
 @pytest.mark.parametrize("make", [lambda: w.uniform(100, 100, 12), lambda: w.skewed(topics=400, consumers=24)])
-def test_ten_thousand_partitions_take_well_under_a_second(make) -> None:  # type: ignore[no-untyped-def]
+def test_ten_thousand_partitions_get_a_valid_plan(make) -> None:  # type: ignore[no-untyped-def]
+    # how fast is the scale benchmark's claim (tests/bench/scale.py), not a unit test's
     lags, subs = make()
     assert len(lags) >= 10_000
-    start = time.perf_counter()
     got = lagsticky.assign_group(problem(lags, subs))
-    assert time.perf_counter() - start < 1.0
     assert len(got) == len(lags)
+    check_assignment(lags.assign(consumer=got), lags, subs)
 
 
-def test_a_million_partitions_for_a_thousand_consumers_within_the_budget() -> None:
+def test_a_million_partitions_for_a_thousand_consumers_come_out_even() -> None:
     lags, subs = w.uniform(topics=10_000, partitions=100, consumers=1_000, seed=0)
-    start = time.perf_counter()
-    got = lagsticky.assign_group(problem(lags, subs))
-    elapsed = time.perf_counter() - start
-    assert elapsed < 20.0, elapsed
+    got = lagsticky.assign_group(problem(lags, subs))  # its time: tests/bench/scale.py
     index = {c: i for i, c in enumerate(sorted(subs))}
     owner = np.fromiter((index[c] for c in got), dtype=np.int64, count=len(got))
     per_consumer = np.bincount(owner, minlength=len(subs))
