@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from spark_lag_assign.testing.localkafka import LocalKafka
@@ -20,6 +21,31 @@ if TYPE_CHECKING:
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+# Hypothesis profiles. Every one is derandomized: a red run is reproduced by anyone, on any
+# machine, and a green one means the same examples passed in CI. ``deadline=None``: a slow
+# first call (imports, numpy warm-up) or a busy shared machine is not a failure; timing is
+# the benchmarks' business. Properties set no ``max_examples`` of their own, so the profile
+# decides how hard every one of them is tried.
+#
+#   ci             the default (``make test``, ``make test-unit``): 200 examples per property
+#   thorough       ``make test-thorough``: 10,000 per property; hunting bugs, not in CI
+#   unit-thorough  ``make test-protocol``: the handover state machine at 1,000 runs of up to
+#                  120 steps each (the protocol's claim rests on that many steps)
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    max_examples=200,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("thorough", settings.get_profile("ci"), max_examples=10_000)
+settings.register_profile("unit-thorough", settings.get_profile("ci"), max_examples=1_000)
+
+# an explicit --hypothesis-profile on the command line wins over the suite's default
+if settings.get_current_profile_name() == "default":
+    settings.load_profile("ci")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import spark_lag_assign as sla
@@ -403,7 +403,6 @@ def groups(draw: st.DrawFn) -> tuple[pd.DataFrame, dict[str, list[str]], pd.Data
     return lags, subs, previous
 
 
-@settings(derandomize=True, deadline=None, max_examples=40)
 @given(group=groups())
 def test_any_group_gets_a_valid_plan_within_the_count_rules(group: tuple) -> None:
     lags, subs, previous = group
@@ -412,7 +411,6 @@ def test_any_group_gets_a_valid_plan_within_the_count_rules(group: tuple) -> Non
     assert_count_rules(out, subs)
 
 
-@settings(derandomize=True, deadline=None, max_examples=20)
 @given(group=groups())
 def test_the_same_input_gives_the_same_plan_and_a_plan_is_its_own_next_plan(group: tuple) -> None:
     lags, subs, previous = group
@@ -422,7 +420,6 @@ def test_the_same_input_gives_the_same_plan_and_a_plan_is_its_own_next_plan(grou
     pd.testing.assert_frame_equal(plan(lags, subs, out), out)
 
 
-@settings(derandomize=True, deadline=None, max_examples=20)
 @given(group=groups())
 def test_with_identical_subscriptions_the_search_never_raises_the_heaviest_load(group: tuple) -> None:
     lags, subs, _ = group

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import spark_lag_assign as sla
@@ -188,7 +188,6 @@ def test_with_different_lags_the_heaviest_moving_partition_goes_to_the_least_loa
     assert as_plan(after) == {"C1": ["t1", "t2", "t3"], "C2": ["t0", "t4", "t5"]}
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10_000))
 def test_lags_only_choose_between_equally_good_partitions(seed: int) -> None:
     """Counts per consumer and the number of moves are what they are with equal lags."""
@@ -402,7 +401,6 @@ ALL_EVENTS = [*EVENTS, "resubscribe"]
 events = st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 63), st.integers(1, 6)), min_size=1, max_size=5)
 
 
-@settings(derandomize=True, deadline=None, max_examples=40)
 @given(sizes=st.lists(st.integers(1, 8), min_size=1, max_size=4), consumers=st.integers(1, 5), events=events)
 def test_identical_subscriptions_stay_within_one_and_move_only_what_balance_needs(
     sizes: list[int], consumers: int, events: list[tuple[str, int, int]]
@@ -418,7 +416,6 @@ def test_identical_subscriptions_stay_within_one_and_move_only_what_balance_need
         previous = got
 
 
-@settings(derandomize=True, deadline=None, max_examples=40)
 @given(
     sizes=st.lists(st.integers(1, 2), min_size=1, max_size=3),
     masks=st.lists(st.integers(1, 7), min_size=1, max_size=3),
@@ -441,7 +438,6 @@ def test_differing_subscriptions_get_the_best_balance_with_the_fewest_moves(
         previous = got
 
 
-@settings(derandomize=True, deadline=None, max_examples=30)
 @given(
     sizes=st.lists(st.integers(1, 12), min_size=2, max_size=6),
     masks=st.lists(st.integers(1, 63), min_size=2, max_size=7),
