@@ -1,0 +1,390 @@
+/*
+ * Apache Kafka's own assignors on an input file that tests/bench/kafka_java.py writes, so that
+ * they run beside spark-lag-assign's on the same group. Plain data in, JSON out.
+ *
+ *   java -cp <this dir>:<.jvm/assignors/*> AssignorBench INPUT OUTPUT WARMUP RUNS OWNERS NAME...
+ *
+ * NAME: client-range, client-roundrobin, client-sticky, client-cooperative-sticky (kafka-clients,
+ * ConsumerPartitionAssignor.assign(Cluster, GroupSubscription)), server-uniform, server-range
+ * (kafka-group-coordinator, assign(GroupSpec, SubscribedTopicDescriber)). OWNERS is 1 to write
+ * who owns each partition after the last run, 0 for times only.
+ *
+ * Timing: everything the assignor is handed (cluster metadata, subscriptions with the previous
+ * plan encoded the way each assignor reads it, the server's inverted assignment) is built
+ * before the clock starts; the clock covers the assign call alone. WARMUP untimed calls, then
+ * RUNS timed ones on fresh inputs, a GC before each; the JSON lists every run and the median.
+ *
+ * Input, whitespace-separated tokens:
+ *   topics T      then T pairs: name partitions
+ *   lists L       then L lists: k topic-index...      (distinct subscriptions, shared by members)
+ *   members M     then M pairs: name list-index
+ *   previous P    then P rows: topic-index owner-index per partition (-1: nobody)
+ */
+
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.Assignment;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.GroupSubscription;
+import org.apache.kafka.clients.consumer.ConsumerPartitionAssignor.Subscription;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
+import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.RoundRobinAssignor;
+import org.apache.kafka.clients.consumer.StickyAssignor;
+import org.apache.kafka.common.Cluster;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.Uuid;
+import org.apache.kafka.coordinator.group.api.assignor.GroupAssignment;
+import org.apache.kafka.coordinator.group.api.assignor.GroupSpec;
+import org.apache.kafka.coordinator.group.api.assignor.MemberAssignment;
+import org.apache.kafka.coordinator.group.api.assignor.MemberSubscription;
+import org.apache.kafka.coordinator.group.api.assignor.PartitionAssignor;
+import org.apache.kafka.coordinator.group.api.assignor.SubscribedTopicDescriber;
+import org.apache.kafka.coordinator.group.api.assignor.SubscriptionType;
+import org.apache.kafka.coordinator.group.assignor.UniformAssignor;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StreamTokenizer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.Supplier;
+
+public final class AssignorBench {
+
+    /** The group as read from the input file: plain arrays, indices into them. */
+    static final class Group {
+        String[] topics;
+        int[] partitions;          // per topic
+        int[][] lists;             // distinct subscriptions: topic indices
+        String[] members;
+        int[] memberList;          // per member: index into lists
+        int[][] previous;          // per topic: owner (member index) per partition, -1 nobody; null: no previous plan
+    }
+
+    /** One assignor's call, prepared and ready to run; owners() reads the last result. */
+    interface Prepared {
+        void run();
+        int[][] owners(Group group);
+    }
+
+    public static void main(String[] args) throws IOException {
+        Group group = read(Path.of(args[0]));
+        int warmup = Integer.parseInt(args[2]);
+        int runs = Integer.parseInt(args[3]);
+        boolean withOwners = args[4].equals("1");
+        StringBuilder json = new StringBuilder("{\"members\": ").append(strings(group.members)).append(", \"results\": [");
+        for (int a = 5; a < args.length; a++) {
+            String name = args[a];
+            Supplier<Prepared> prepare = assignor(name, group);
+            long[] nanos = new long[runs];
+            Prepared last = null;
+            for (int i = 0; i < warmup + runs; i++) {
+                Prepared call = prepare.get();
+                System.gc();
+                long start = System.nanoTime();
+                call.run();
+                long took = System.nanoTime() - start;
+                if (i >= warmup) nanos[i - warmup] = took;
+                last = call;
+            }
+            long[] sorted = nanos.clone();
+            Arrays.sort(sorted);
+            double median = runs % 2 == 1 ? sorted[runs / 2] : (sorted[runs / 2 - 1] + sorted[runs / 2]) / 2.0;
+            json.append(a > 5 ? ", " : "").append("{\"assignor\": \"").append(name).append("\", \"warmup\": ")
+                .append(warmup).append(", \"seconds\": [");
+            for (int i = 0; i < runs; i++) json.append(i > 0 ? ", " : "").append(nanos[i] / 1e9);
+            json.append("], \"median\": ").append(median / 1e9);
+            if (withOwners) {
+                json.append(", \"owners\": [");
+                int[][] owners = last.owners(group);
+                for (int t = 0; t < owners.length; t++) {
+                    json.append(t > 0 ? ", " : "").append(Arrays.toString(owners[t]));
+                }
+                json.append("]");
+            }
+            json.append("}");
+        }
+        json.append("]}\n");
+        Files.writeString(Path.of(args[1]), json);
+    }
+
+    static Supplier<Prepared> assignor(String name, Group group) {
+        switch (name) {
+            case "client-range": return () -> client(group, new RangeAssignor());
+            case "client-roundrobin": return () -> client(group, new RoundRobinAssignor());
+            case "client-sticky": return () -> client(group, new StickyAssignor());
+            case "client-cooperative-sticky": return () -> client(group, new CooperativeStickyAssignor());
+            case "server-uniform": return () -> server(group, new UniformAssignor());
+            case "server-range":
+                return () -> server(group, new org.apache.kafka.coordinator.group.assignor.RangeAssignor());
+            default: throw new IllegalArgumentException("unknown assignor " + name);
+        }
+    }
+
+    // -- kafka-clients: ConsumerPartitionAssignor.assign(Cluster, GroupSubscription) -------------
+
+    static final int GENERATION = 1;
+
+    @SuppressWarnings("removal") // ConsumerGroupMetadata's constructor: the one way to hand an assignor its last assignment
+    static Prepared client(Group g, ConsumerPartitionAssignor assignor) {
+        List<PartitionInfo> infos = new ArrayList<>();
+        Node[] none = new Node[0];
+        for (int t = 0; t < g.topics.length; t++) {
+            for (int p = 0; p < g.partitions[t]; p++) infos.add(new PartitionInfo(g.topics[t], p, null, none, none));
+        }
+        Cluster cluster = new Cluster("bench", List.of(), infos, Set.of(), Set.of());
+        List<List<String>> topicLists = new ArrayList<>();
+        for (int[] list : g.lists) {
+            List<String> names = new ArrayList<>();
+            for (int t : list) names.add(g.topics[t]);
+            topicLists.add(names);
+        }
+        List<List<TopicPartition>> owned = ownedByMember(g);
+        boolean eager = assignor instanceof StickyAssignor;
+        Map<String, Subscription> subscriptions = new HashMap<>();
+        for (int m = 0; m < g.members.length; m++) {
+            List<TopicPartition> mine = owned.get(m);
+            // StickyAssignor (eager: members revoke everything before they join) reads the
+            // previous plan from its user data, the way a consumer's own StickyAssignor writes
+            // it after an assignment; the others read ownedPartitions (and a generation).
+            java.nio.ByteBuffer userData = null;
+            if (assignor instanceof StickyAssignor && g.previous != null) {
+                StickyAssignor own = new StickyAssignor();
+                own.onAssignment(new Assignment(mine), new ConsumerGroupMetadata("bench", GENERATION, g.members[m], Optional.empty()));
+                userData = own.subscriptionUserData(new HashSet<>(topicLists.get(g.memberList[m])));
+            } else if (assignor instanceof CooperativeStickyAssignor) {
+                CooperativeStickyAssignor own = new CooperativeStickyAssignor();
+                if (g.previous != null) {
+                    own.onAssignment(new Assignment(mine), new ConsumerGroupMetadata("bench", GENERATION, g.members[m], Optional.empty()));
+                }
+                userData = own.subscriptionUserData(new HashSet<>(topicLists.get(g.memberList[m])));
+            }
+            Optional<Integer> generation = g.previous == null ? Optional.empty() : Optional.of(GENERATION);
+            subscriptions.put(g.members[m], new Subscription(topicLists.get(g.memberList[m]), userData,
+                eager ? List.of() : mine, generation.orElse(-1), Optional.empty()));
+        }
+        GroupSubscription request = new GroupSubscription(subscriptions);
+        return new Prepared() {
+            Map<String, Assignment> result;
+
+            public void run() {
+                result = assignor.assign(cluster, request).groupAssignment();
+            }
+
+            public int[][] owners(Group group) {
+                int[][] out = emptyOwners(group);
+                Map<String, Integer> topicIndex = index(group.topics);
+                Map<String, Integer> memberIndex = index(group.members);
+                for (Map.Entry<String, Assignment> e : result.entrySet()) {
+                    int m = memberIndex.get(e.getKey());
+                    for (TopicPartition tp : e.getValue().partitions()) claim(out, topicIndex.get(tp.topic()), tp.partition(), m);
+                }
+                return out;
+            }
+        };
+    }
+
+    static List<List<TopicPartition>> ownedByMember(Group g) {
+        List<List<TopicPartition>> owned = new ArrayList<>();
+        for (int m = 0; m < g.members.length; m++) owned.add(new ArrayList<>());
+        if (g.previous == null) return owned;
+        for (int t = 0; t < g.topics.length; t++) {
+            if (g.previous[t] == null) continue;
+            for (int p = 0; p < g.previous[t].length; p++) {
+                if (g.previous[t][p] >= 0) owned.get(g.previous[t][p]).add(new TopicPartition(g.topics[t], p));
+            }
+        }
+        return owned;
+    }
+
+    // -- kafka-group-coordinator: PartitionAssignor.assign(GroupSpec, SubscribedTopicDescriber) --
+
+    /** Topic t gets the id (1, t): ids are opaque to the assignors and this keeps them reproducible. */
+    static Uuid topicId(int t) {
+        return new Uuid(1L, t);
+    }
+
+    static Prepared server(Group g, PartitionAssignor assignor) {
+        List<Set<Uuid>> idLists = new ArrayList<>();
+        for (int[] list : g.lists) {
+            Set<Uuid> ids = new HashSet<>();
+            for (int t : list) ids.add(topicId(t));
+            idLists.add(ids);
+        }
+        Map<String, MemberSubscription> subscriptions = new HashMap<>();
+        List<Map<Uuid, Set<Integer>>> held = new ArrayList<>();
+        Map<Uuid, Map<Integer, String>> inverted = new HashMap<>();
+        for (int m = 0; m < g.members.length; m++) {
+            subscriptions.put(g.members[m], new Subscribed(idLists.get(g.memberList[m])));
+            held.add(new HashMap<>());
+        }
+        if (g.previous != null) {
+            for (int t = 0; t < g.topics.length; t++) {
+                if (g.previous[t] == null) continue;
+                for (int p = 0; p < g.previous[t].length; p++) {
+                    int m = g.previous[t][p];
+                    if (m < 0) continue;
+                    held.get(m).computeIfAbsent(topicId(t), k -> new HashSet<>()).add(p);
+                    inverted.computeIfAbsent(topicId(t), k -> new HashMap<>()).put(p, g.members[m]);
+                }
+            }
+        }
+        // The coordinator hands out read-only assignments (the assignors check, and reuse them).
+        Map<String, MemberAssignment> assignments = new HashMap<>();
+        for (int m = 0; m < g.members.length; m++) {
+            Map<Uuid, Set<Integer>> mine = new HashMap<>();
+            held.get(m).forEach((topic, partitions) -> mine.put(topic, Collections.unmodifiableSet(partitions)));
+            assignments.put(g.members[m], new Assigned(Collections.unmodifiableMap(mine)));
+        }
+        boolean homogeneous = Arrays.stream(g.memberList).distinct().count() <= 1;
+        GroupSpec spec = new Spec(subscriptions, assignments, inverted,
+            homogeneous ? SubscriptionType.HOMOGENEOUS : SubscriptionType.HETEROGENEOUS);
+        Map<Uuid, Integer> sizes = new HashMap<>();
+        for (int t = 0; t < g.topics.length; t++) sizes.put(topicId(t), g.partitions[t]);
+        SubscribedTopicDescriber describer = new Describer(sizes);
+        return new Prepared() {
+            GroupAssignment result;
+
+            public void run() {
+                result = assignor.assign(spec, describer);
+            }
+
+            public int[][] owners(Group group) {
+                int[][] out = emptyOwners(group);
+                Map<String, Integer> memberIndex = index(group.members);
+                for (Map.Entry<String, MemberAssignment> e : result.members().entrySet()) {
+                    int m = memberIndex.get(e.getKey());
+                    for (Map.Entry<Uuid, Set<Integer>> tp : e.getValue().partitions().entrySet()) {
+                        int t = (int) tp.getKey().getLeastSignificantBits();
+                        for (int p : tp.getValue()) claim(out, t, p, m);
+                    }
+                }
+                return out;
+            }
+        };
+    }
+
+    record Subscribed(Set<Uuid> subscribedTopicIds) implements MemberSubscription {
+        public Optional<String> rackId() { return Optional.empty(); }
+        public Optional<String> instanceId() { return Optional.empty(); }
+    }
+
+    record Assigned(Map<Uuid, Set<Integer>> partitions) implements MemberAssignment { }
+
+    /** What the coordinator hands its assignor: subscriptions, the current assignment, and its inverse. */
+    record Spec(Map<String, MemberSubscription> subscriptions, Map<String, MemberAssignment> assignments,
+                Map<Uuid, Map<Integer, String>> inverted, SubscriptionType subscriptionType) implements GroupSpec {
+        public Collection<String> memberIds() { return subscriptions.keySet(); }
+        public boolean isPartitionAssigned(Uuid topicId, int partition) {
+            Map<Integer, String> owners = inverted.get(topicId);
+            return owners != null && owners.containsKey(partition);
+        }
+        public boolean isPartitionAssignable(Uuid topicId, int partition) { return true; }
+        public MemberSubscription memberSubscription(String memberId) { return subscriptions.get(memberId); }
+        public MemberAssignment memberAssignment(String memberId) { return assignments.get(memberId); }
+    }
+
+    record Describer(Map<Uuid, Integer> sizes) implements SubscribedTopicDescriber {
+        public int numPartitions(Uuid topicId) { return sizes.getOrDefault(topicId, -1); }
+        public Set<String> racksForPartition(Uuid topicId, int partition) { return Set.of(); }
+    }
+
+    // -- plumbing ---------------------------------------------------------------------------------
+
+    static int[][] emptyOwners(Group g) {
+        int[][] out = new int[g.topics.length][];
+        for (int t = 0; t < out.length; t++) {
+            out[t] = new int[g.partitions[t]];
+            Arrays.fill(out[t], -1);
+        }
+        return out;
+    }
+
+    static void claim(int[][] owners, int t, int p, int m) {
+        if (owners[t][p] != -1) throw new IllegalStateException("partition " + t + "-" + p + " assigned twice");
+        owners[t][p] = m;
+    }
+
+    static Map<String, Integer> index(String[] names) {
+        Map<String, Integer> out = new HashMap<>();
+        for (int i = 0; i < names.length; i++) out.put(names[i], i);
+        return out;
+    }
+
+    static String strings(String[] values) {
+        StringBuilder out = new StringBuilder("[");
+        for (int i = 0; i < values.length; i++) out.append(i > 0 ? ", " : "").append('"').append(values[i]).append('"');
+        return out.append("]").toString();
+    }
+
+    static Group read(Path path) throws IOException {
+        try (BufferedReader reader = Files.newBufferedReader(path)) {
+            StreamTokenizer in = new StreamTokenizer(reader);
+            in.resetSyntax();
+            in.wordChars(0x21, 0x7e);
+            in.whitespaceChars(0, 0x20);
+            Group g = new Group();
+            expect(in, "topics");
+            int topics = integer(in);
+            g.topics = new String[topics];
+            g.partitions = new int[topics];
+            for (int t = 0; t < topics; t++) {
+                g.topics[t] = word(in);
+                g.partitions[t] = integer(in);
+            }
+            expect(in, "lists");
+            g.lists = new int[integer(in)][];
+            for (int l = 0; l < g.lists.length; l++) {
+                g.lists[l] = new int[integer(in)];
+                for (int i = 0; i < g.lists[l].length; i++) g.lists[l][i] = integer(in);
+            }
+            expect(in, "members");
+            int members = integer(in);
+            g.members = new String[members];
+            g.memberList = new int[members];
+            for (int m = 0; m < members; m++) {
+                g.members[m] = word(in);
+                g.memberList[m] = integer(in);
+            }
+            if (in.nextToken() != StreamTokenizer.TT_EOF) {
+                in.pushBack();
+                expect(in, "previous");
+                int rows = integer(in);
+                g.previous = new int[topics][];
+                for (int r = 0; r < rows; r++) {
+                    int t = integer(in);
+                    g.previous[t] = new int[g.partitions[t]];
+                    for (int p = 0; p < g.partitions[t]; p++) g.previous[t][p] = integer(in);
+                }
+            }
+            return g;
+        }
+    }
+
+    static String word(StreamTokenizer in) throws IOException {
+        if (in.nextToken() != StreamTokenizer.TT_WORD) throw new IOException("input: expected a word at line " + in.lineno());
+        return in.sval;
+    }
+
+    static int integer(StreamTokenizer in) throws IOException {
+        return Integer.parseInt(word(in));
+    }
+
+    static void expect(StreamTokenizer in, String keyword) throws IOException {
+        String got = word(in);
+        if (!got.equals(keyword)) throw new IOException("input: expected '" + keyword + "', got '" + got + "'");
+    }
+}
