@@ -96,7 +96,8 @@ def compiled() -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="compile-", dir=CACHE))
     cp = os.pathsep.join(str(p) for p in jars())
-    done = subprocess.run([javac(), "-nowarn", "-d", str(staging), "-cp", cp, str(SOURCE)], capture_output=True, text=True)
+    command = [javac(), "-nowarn", "-d", str(staging), "-cp", cp, str(SOURCE)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         raise JvmError(f"javac failed on {SOURCE}:\n{done.stderr}")
@@ -175,7 +176,7 @@ def run(
         rows = write_input(source, lags, subscriptions, previous)
         command = [java(), f"-Xmx{heap}", "-cp", cp, "AssignorBench", str(source), str(target), str(warmup), str(runs),
                    "1" if owners else "0", *(ASSIGNORS[n][0] for n in names)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
             raise JvmError(f"AssignorBench failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
         result = json.loads(target.read_text())
