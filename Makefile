@@ -9,7 +9,7 @@ MVN    ?= mvn
 JVM    := .jvm
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo test test-protocol test-cluster test-unit bench bench-quick broker dist clean
+.PHONY: help setup venv jvm demo test test-protocol test-thorough test-cluster test-unit bench bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,14 +22,15 @@ $(VENV)/.installed: pyproject.toml
 
 $(JVM)/.fetched: conf/pom.xml
 	@command -v $(MVN) >/dev/null || { echo "Maven (mvn) is needed to fetch the Kafka and Hadoop jars" >&2; exit 1; }
-	rm -rf $(JVM)/broker $(JVM)/spark-kafka $(JVM)/hdfs
+	rm -rf $(JVM)/broker $(JVM)/spark-kafka $(JVM)/hdfs $(JVM)/assignors
 	$(MVN) -B -q -f conf/pom.xml -P broker dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/broker
 	$(MVN) -B -q -f conf/pom.xml -P spark-kafka dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/spark-kafka
 	$(MVN) -B -q -f conf/pom.xml -P hdfs dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/hdfs
+	$(MVN) -B -q -f conf/pom.xml -P assignors dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/assignors
 	@touch $@
 
 venv: $(VENV)/.installed ## create .venv and install the package with its dev tools
-jvm: $(JVM)/.fetched ## fetch the Kafka broker, Spark's Kafka source and a test HDFS with Maven
+jvm: $(JVM)/.fetched ## fetch the Kafka broker, Spark's Kafka source, a test HDFS and Kafka's own assignors with Maven
 setup: venv jvm ## both of the above
 
 demo: setup ## run the planner end to end on a local broker and local Spark (out/demo)
@@ -41,6 +42,9 @@ test: setup ## run every test: pure, Spark, against a real local broker; then th
 
 test-protocol: venv ## the handover protocol's state machine under hypothesis' thorough profile (~100k steps)
 	$(PY) -m pytest -q tests/unit/test_handover_model.py tests/unit/test_handover_scenarios.py --hypothesis-profile=unit-thorough
+
+test-thorough: venv ## the pure suite with every hypothesis property at 10,000 examples (bug hunting; long, not in CI)
+	$(PY) -m pytest -m "not spark and not broker and not hdfs and not jvm" --hypothesis-profile=thorough
 
 test-cluster: setup ## the proof on a Spark standalone cluster (master + 2 workers) with HDFS: kafka:// and hdfs:// stores
 	$(PY) -m pytest -m cluster tests/cluster
