@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from spark_lag_assign.atomic import write_atomically
 from spark_lag_assign.errors import InputError, KafkaReadError, one_line as _one_line
 from spark_lag_assign.lag import OFFSET_COLUMNS, validate_offsets
 
@@ -86,17 +87,16 @@ def _diagnose(bootstrap_servers: str, options: Mapping[str, Any], exc: BaseExcep
 
 
 def _retrying(what: str, call: Callable[[], T], deadline: float) -> T:
-    """Retry kafka-python's retriable errors (coordinator loading, leader moving) until the deadline."""
+    """Retry kafka-python's retriable errors (coordinator loading, leader moving) until the
+    deadline; any Kafka error left is one KafkaReadError line naming the step."""
     from kafka.errors import KafkaError
 
-    while True:
-        try:
-            return call()
-        except KafkaError as exc:
-            if not getattr(exc, "retriable", False) or time.monotonic() > deadline:
-                raise KafkaReadError(f"{what}: {_one_line(exc)}") from None
-            log.debug("%s: %s, retrying", what, exc)
-            time.sleep(0.5)
+    from spark_lag_assign.retry import kafka_retriable, until
+
+    try:
+        return until(deadline, kafka_retriable, what=what, logger=log)(call)
+    except KafkaError as exc:
+        raise KafkaReadError(f"{what}: {_one_line(exc)}") from None
 
 
 def resolve_topics(all_topics: Sequence[str], topics: Sequence[str] | None, pattern: str | None) -> list[str]:
@@ -224,12 +224,14 @@ def write_snapshot(offsets: pd.DataFrame, path: str | Path) -> Path:
     fmt = snapshot_format(path)
     frame = validate_offsets(offsets, "offsets")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    if fmt == "csv":
-        frame.to_csv(tmp, index=False)
-    elif fmt == "json":
-        frame.to_json(tmp, orient="records", lines=True)
-    else:
-        frame.to_parquet(tmp, index=False)
-    tmp.replace(path)
+
+    def write(tmp: str) -> None:
+        if fmt == "csv":
+            frame.to_csv(tmp, index=False)
+        elif fmt == "json":
+            frame.to_json(tmp, orient="records", lines=True)
+        else:
+            frame.to_parquet(tmp, index=False)
+
+    write_atomically(path, write)
     return path

@@ -37,6 +37,10 @@ plan generation the pipeline acts on; raises ``CommitFencedError`` when refused,
 other ``KafkaCommitError`` when it failed (and may be retried)."""
 
 
+class _Pending(Exception):
+    """A final commit that failed this time (``_flush`` logged why); retried until the timeout."""
+
+
 @dataclass
 class _Tracked:
     partitions: frozenset[TopicPartition]
@@ -57,7 +61,12 @@ class ProgressCommitter:
         commit: CommitFunction,
         generation: Callable[[], int],
         on_refused: Callable[[str], None] | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self._clock = clock  # the final commit's timeout; tests pass a fake clock and sleep
+        self._sleep = sleep
         self._commit = commit
         self._generation = generation
         self._on_refused = on_refused
@@ -155,20 +164,29 @@ class ProgressCommitter:
         the commit is refused, and ``KafkaCommitError`` if the last offsets could not be
         committed in time (the query then stays tracked, still pending).
         """
-        deadline = time.monotonic() + timeout
+        from spark_lag_assign.retry import within
+
         with self._lock:
             entry = self._queries.get(str(query_id))
             if entry is None:
                 return {}
             self._merge(entry, end_offsets)
-        while True:
+
+        def attempt() -> Offsets:
             with self._lock:
-                if self._flush(str(query_id), entry):
-                    self._queries.pop(str(query_id), None)
-                    return dict(entry.committed)
-            if time.monotonic() >= deadline:
-                raise KafkaCommitError(f"the final commit of query {query_id} did not succeed within {timeout:g}s")
-            time.sleep(pause)
+                if not self._flush(str(query_id), entry):
+                    raise _Pending()
+                self._queries.pop(str(query_id), None)
+                return dict(entry.committed)
+
+        policy = within(
+            timeout, lambda exc: isinstance(exc, _Pending), what=f"the final commit of query {query_id}",
+            first=pause, most=pause, clock=self._clock, sleep=self._sleep,
+        )  # fmt: skip
+        try:
+            return policy(attempt)
+        except _Pending:
+            raise KafkaCommitError(f"the final commit of query {query_id} did not succeed within {timeout:g}s") from None
 
 
 def commit_listener(committer: ProgressCommitter) -> StreamingQueryListener:

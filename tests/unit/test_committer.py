@@ -91,13 +91,30 @@ def test_a_late_progress_report_never_commits_behind_a_sink_transaction() -> Non
     assert group.committed == {("t", 0): 12} and len(group.calls) == 1
 
 
+class FakeTime:
+    """A clock that moves only when slept on, and the pauses asked for."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.pauses: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
 def test_the_final_commit_retries_until_its_timeout() -> None:
-    group = Group()
-    c = committer(group)
+    group, fake = Group(), FakeTime()
+    c = ProgressCommitter(group, lambda: 7, clock=fake.clock, sleep=fake.sleep)
     c.track("q", [("t", 0)])
     group.fail = 1000
-    with pytest.raises(KafkaCommitError, match="did not succeed within"):
-        c.finish("q", [end(p0=4)], timeout=0.3, pause=0.05)
+    with pytest.raises(KafkaCommitError, match="did not succeed within 3s"):
+        c.finish("q", [end(p0=4)], timeout=3.0, pause=1.0)
+    # attempts at 0, 1, 2 and 3 s: the last one at the deadline, then it gives up
+    assert fake.pauses == [1.0, 1.0, 1.0] and len(group.calls) == 4
     assert c.tracked("q")  # still pending
     group.fail = 0
     assert c.finish("q", [], timeout=1.0) == {("t", 0): 4}
