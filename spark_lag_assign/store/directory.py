@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from spark_lag_assign import atomic
 from spark_lag_assign.errors import ConfigError, InputError, PlanError
 from spark_lag_assign.store.base import (
     ClaimFencedError,
@@ -181,17 +182,11 @@ class LocalFileSystem(FileSystem):
         os.makedirs(path, exist_ok=True)
 
     def write(self, path: str, data: bytes) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            _write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        atomic.write_durably(path, data)
 
     def create(self, path: str, data: bytes) -> bool:
-        directory, name = os.path.split(path)
-        tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-        try:
+        directory = os.path.dirname(path)
+        with atomic.staged(path) as tmp:
             self.write(tmp, data)
             try:
                 os.link(tmp, path)
@@ -202,16 +197,14 @@ class LocalFileSystem(FileSystem):
                 if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
                     raise
                 created = self._rename_noreplace(tmp, path)  # a mount without hard links
-        finally:
-            _remove(tmp)
         if created:
-            _fsync_dir(directory)
+            atomic.fsync_dir(directory)
         return created
 
     def rename(self, src: str, dst: str) -> bool:
         if not self._rename_noreplace(src, dst):
             return False
-        _fsync_dir(os.path.dirname(dst))
+        atomic.fsync_dir(os.path.dirname(dst))
         return True
 
     def _rename_noreplace(self, src: str, dst: str) -> bool:
@@ -274,39 +267,10 @@ class LocalFileSystem(FileSystem):
     def symlink(self, target: str, link: str) -> bool:
         if os.path.lexists(link) and not os.path.islink(link):
             return False
-        tmp = os.path.join(os.path.dirname(link), f".{os.path.basename(link)}.{uuid.uuid4().hex}.tmp")
-        os.symlink(target, tmp)
-        try:
+        with atomic.staged(link) as tmp:
+            os.symlink(target, tmp)
             os.replace(tmp, link)
-        except OSError:
-            _remove(tmp)
-            raise
         return True
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _fsync_dir(path: str) -> None:
-    """Make a directory's new entries durable (where the file system can say so)."""
-    fd = os.open(path or ".", os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-    finally:
-        os.close(fd)
 
 
 def _ignore_vanished(function: Any, path: str, exc_info: Any) -> None:

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from spark_lag_assign.atomic import write_atomically
 from spark_lag_assign.errors import PlanError
 from spark_lag_assign.store import NO_ATOMIC_RENAME
 
@@ -74,18 +74,7 @@ def _export_local(root: str, files: dict[str, bytes], uri: str) -> list[str]:
             path = os.path.join(root, relative)
             directory = os.path.dirname(path)
             os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    out.write(data)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, path)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
+            write_atomically(path, data)
             written.append(path)
         for sub in ("assign", "starting-offsets"):
             for name in os.listdir(os.path.join(root, sub)):
