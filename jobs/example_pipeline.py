@@ -36,6 +36,7 @@ from typing import Any
 
 from spark_lag_assign.errors import SparkLagAssignError
 from spark_lag_assign.consume import AssignedStream, PlanFollower, RunSummary, StartQuery
+from spark_lag_assign.lists import comma_list
 from spark_lag_assign.uris import join_uri, local_path
 
 log = logging.getLogger("example_pipeline")
@@ -120,7 +121,7 @@ def submitted_session(local: bool) -> Any:
 
 
 def run(spark: Any, args: argparse.Namespace, on_started: Callable[[list[PlanFollower]], None] | None = None) -> int:
-    consumers = [c.strip() for c in args.consumers.split(",") if c.strip()]
+    consumers = comma_list(args.consumers)
     if not consumers:
         raise SparkLagAssignError("no consumers: give at least one consumer id")
     options: dict[str, Any] = {"kafka.bootstrap.servers": args.bootstrap_servers}

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from spark_lag_assign.lists import comma_list
+
 log = logging.getLogger("kafka_python_consumer")
 
 STRATEGIES = ("lag", "lag-sticky", "sticky", "range", "roundrobin", "shuffle")
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace, stop: threading.Event, journal_out: IO[str] | 
 
     from spark_lag_assign.group import GroupLagMonitor, assignor_class, subscribe
 
-    topics = [t.strip() for t in args.topics.split(",") if t.strip()]
+    topics = comma_list(args.topics)
     name = args.name or args.instance_id or f"consumer-{args.group}"
     journal = Journal(name, journal_out)
     monitor = GroupLagMonitor(

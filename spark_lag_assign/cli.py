@@ -8,6 +8,10 @@
 
 ``jobs/plan_assignments.py`` is the same ``plan`` command for ``spark-submit``. Bad input
 ends with one line on stderr naming the problem and exit status 1; nothing is written.
+Every subcommand's settings are loaded, merged and validated by ``spark_lag_assign.config``
+before any Spark or Kafka work starts, and ``plan`` starts Spark only when the job first
+needs it, so input that is refused earlier (a store, a snapshot, the cluster) costs no
+SparkSession. A usage mistake argparse catches is one line too, with exit status 2.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from spark_lag_assign import __version__
 from spark_lag_assign.errors import ConfigError, SparkLagAssignError
@@ -25,6 +29,23 @@ from spark_lag_assign.errors import ConfigError, SparkLagAssignError
 log = logging.getLogger("spark_lag_assign")
 
 SessionFactory = Callable[[dict[str, str], str | None], Any]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage mistake reported in one line (exit status 2, as argparse's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"spark-lag-assign: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
 
 
 def _key_values(pairs: Sequence[str] | None, what: str) -> dict[str, Any] | None:
@@ -52,17 +73,17 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--kafka-option", metavar="K=V", action="append", help="a kafka-python client option (repeatable)"
     )
-    p.add_argument("--timeout-ms", type=int, metavar="MS", help="how long to wait for the cluster (default 15000)")
+    p.add_argument("--timeout-ms", metavar="MS", help="how long to wait for the cluster (default 15000)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="spark-lag-assign",
         description="Plan which consumer reads which Kafka partitions so that lag is spread evenly.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     p = sub.add_parser("plan", help="plan and write the next generation of the plan")
     _add_source(p)
@@ -75,17 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--offsets-later", metavar="FILE",
         help="offline: a second snapshot, taken --interval seconds after --offsets: produce rates, and the backlog to plan",
     )
-    p.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between --offsets and --offsets-later")
+    p.add_argument("--interval", metavar="SECONDS", help="seconds between --offsets and --offsets-later")
     speed = p.add_mutually_exclusive_group()
-    speed.add_argument("--rate", type=float, metavar="N", help="records per second every consumer reads (when not measured)")
+    speed.add_argument("--rate", metavar="N", help="records per second every consumer reads (when not measured)")
     speed.add_argument("--rates", metavar="FILE", help="records per second per consumer: CSV or JSON (consumer, records_per_second)")
     p.add_argument("--reset", choices=["earliest", "latest", "none"], help="the group's auto.offset.reset (default latest)")
-    p.add_argument("--seed", type=int, help="seed of the shuffle strategy (default 0)")
-    p.add_argument("--history", type=int, metavar="N", help="generations the store keeps readable (default 20)")
+    p.add_argument("--seed", help="seed of the shuffle strategy (default 0)")
+    p.add_argument("--history", metavar="N", help="generations the store keeps readable (default 20)")
     p.add_argument("--option", metavar="K=V", action="append", help="a strategy option, e.g. tolerance=0.05")
     p.add_argument(
         "--output", "--store", dest="output", metavar="STORE",
         help="where plans live: a plan directory or kafka://HOST:PORT/NAME (its newest plan is the previous one)",
+    )  # fmt: skip
+    p.add_argument(
+        "--allow-shrink", action="store_true", default=None,
+        help="publish even a plan that drops more than half of the previous plan's partitions (plan.allow_shrink)",
     )  # fmt: skip
     p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
     p.add_argument("--timings", action="store_true", help="time each phase apart (materializes the lag stage)")
@@ -96,8 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("show", help="print a plan with its quality metrics and what moved")
     w.add_argument("store", metavar="STORE", help="a plan directory or kafka://HOST:PORT/NAME")
-    w.add_argument("--generation", type=int, metavar="N", help="an older generation instead of the current one")
-    w.add_argument("--limit", type=int, default=40, metavar="N", help="consumers to list (default 40)")
+    w.add_argument("--generation", type=_positive_int, metavar="N", help="an older generation instead of the current one")
+    w.add_argument("--limit", type=_positive_int, default=40, metavar="N", help="consumers to list (default 40)")
 
     m = sub.add_parser(
         "simulate",
@@ -106,38 +131,61 @@ def build_parser() -> argparse.ArgumentParser:
         "--rate messages per second, shared fairly over its partitions, while producers keep appending "
         "(rates from a second snapshot). Prints, per strategy, the slowest consumers, then a comparison.",
     )
+    m.add_argument("--config", metavar="FILE", help="a TOML config file: its [plan] group, snapshots, rates and options")
     m.add_argument("--offsets", metavar="FILE", required=True, help="an offsets snapshot (.csv, .jsonl, .parquet)")
     m.add_argument(
         "--offsets-later",
         metavar="FILE",
         help="a second snapshot, taken --interval seconds after --offsets: gives produce rates, and the lag to drain",
     )
-    m.add_argument("--interval", type=float, metavar="SECONDS", help="seconds between the two snapshots")
-    who = m.add_mutually_exclusive_group(required=True)
+    m.add_argument("--interval", metavar="SECONDS", help="seconds between the two snapshots")
+    who = m.add_mutually_exclusive_group()
     who.add_argument("--consumers", metavar="C0,C1", help="consumer ids, each subscribed to every topic of the snapshot")
     who.add_argument("--subscriptions", metavar="FILE", help='JSON {"consumer": ["topic", ...]} (["*"]: every topic)')
-    speed = m.add_mutually_exclusive_group(required=True)
-    speed.add_argument("--rate", type=float, metavar="MSGS_PER_S", help="messages per second one consumer reads")
+    speed = m.add_mutually_exclusive_group()
+    speed.add_argument("--rate", metavar="MSGS_PER_S", help="messages per second one consumer reads")
     speed.add_argument("--rates", metavar="FILE", help="messages per second per consumer: CSV or JSON (consumer, records_per_second)")
     m.add_argument("--strategies", metavar="A,B", help="the strategies to compare (default: all of them)")
-    m.add_argument("--reset", choices=["earliest", "latest", "none"], default="latest", help="auto.offset.reset (default latest)")
-    m.add_argument("--seed", type=int, default=0, help="seed of the shuffle strategy (default 0)")
+    m.add_argument("--reset", choices=["earliest", "latest", "none"], help="auto.offset.reset (default latest)")
+    m.add_argument("--seed", help="seed of the shuffle strategy (default 0)")
     m.add_argument("--option", metavar="K=V", action="append", help="a strategy option, given to the strategies that take it")
     m.add_argument(
         "--previous",
         metavar="STORE",
         help="a plan directory or kafka://HOST:PORT/NAME: its newest plan is simulated too (as 'current') and sticky strategies start from it",
     )
-    m.add_argument("--limit", type=int, default=10, metavar="N", help="slowest consumers listed per strategy (default 10)")
+    m.add_argument("--limit", type=_positive_int, default=10, metavar="N", help="slowest consumers listed per strategy (default 10)")
     return parser
+
+
+def _check_master(master: str | None) -> None:
+    if master and not master.startswith("local"):
+        raise ConfigError(f"--master {master}: the console script runs local Spark; use spark-submit for a cluster")
 
 
 def local_session_factory(spark_conf: dict[str, str], master: str | None) -> Any:
     from spark_lag_assign.session import local_session
 
-    if master and not master.startswith("local"):
-        raise ConfigError(f"--master {master}: the console script runs local Spark; use spark-submit for a cluster")
+    _check_master(master)
     return local_session("spark-lag-assign", with_kafka=False, master=master or "local[2]", extra=spark_conf)
+
+
+class SessionOnFirstUse:
+    """Stands for the SparkSession and starts it when the job first uses it: whatever the job
+    refuses before (the store, the snapshot, the cluster, the subscriptions) costs no Spark."""
+
+    def __init__(self, start: Callable[[], Any]) -> None:
+        self._start = start
+        self._session: Any = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._session is None:
+            self._session = self._start()
+        return getattr(self._session, name)
 
 
 def _source_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -151,10 +199,11 @@ def _source_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
-    from spark_lag_assign import config, job, report
+def plan_settings(args: argparse.Namespace) -> Any:
+    """``plan``'s settings from its file, the environment and its flags: validated, or one line."""
+    from spark_lag_assign import config
 
-    settings = config.settings(
+    return config.settings(
         args.config,
         **_source_overrides(args),
         offsets=args.offsets,
@@ -170,12 +219,24 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
         interval=args.interval,
         rate=args.rate,
         rates=args.rates,
+        allow_shrink=args.allow_shrink,
     )
+
+
+def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
+    from spark_lag_assign import job, report
+    from spark_lag_assign.store import parse_uri
+
+    settings = plan_settings(args)
     if settings.rates is not None:  # a bad rates file fails before Spark starts
         from spark_lag_assign import rates as rates_io
 
         rates_io.configured_rates(settings.consumers, None, rates_io.read_rates_file(settings.rates))
-    spark = session_factory(settings.spark, args.master)
+    spark: Any = SessionOnFirstUse(lambda: session_factory(settings.spark, args.master))
+    if parse_uri(settings.output).scheme not in ("file", "kafka"):
+        # a Hadoop store opens its file system through the session's Hadoop configuration
+        # (spark.hadoop.* settings, Kerberos): Spark must be up before the store is opened
+        spark.sparkContext  # noqa: B018
     result = job.run(settings, spark, materialize=args.timings)
     print(report.summary(result.plan))
     stuck = result.plan.get("cannot_keep_up") or []
@@ -191,23 +252,14 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from spark_lag_assign import config, offsets
 
-    overrides = _source_overrides(args)
-    sections = config.load_file(args.config) if args.config else {"kafka": {}}
-    merged = {**sections["kafka"], **{k: v for k, v in overrides.items() if v is not None}}
-    if not merged.get("bootstrap_servers") or not merged.get("group"):
-        raise ConfigError("snapshot needs bootstrap_servers and group")
-    topics = merged.get("topics")
-    if isinstance(topics, str):
-        topics = [t.strip() for t in topics.split(",") if t.strip()]
+    settings = config.snapshot_settings(args.config, **_source_overrides(args))
     frame = offsets.read_offsets(
-        merged["bootstrap_servers"],
-        merged["group"],
-        topics=topics,
-        topic_pattern=merged.get("topic_pattern"),
-        client_options=config.client_options(
-            sections["kafka"].get("client"), sections["kafka"].get("client_env"), overrides.get("client")
-        ),
-        timeout_ms=int(merged.get("timeout_ms", 15000)),
+        settings.bootstrap_servers,
+        settings.group,
+        topics=list(settings.topics) or None,
+        topic_pattern=settings.topic_pattern,
+        client_options=settings.client,
+        timeout_ms=settings.timeout_ms,
     )
     path = offsets.write_snapshot(frame, args.output)
     print(f"wrote {len(frame)} partitions of {frame['topic'].nunique()} topic(s) to {path}")
@@ -233,39 +285,41 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Plans from the pure assignors and their drain, all in this process: no Spark session."""
-    from spark_lag_assign import assignors, config, metrics, offsets, plan as plan_io, simulate
+    from spark_lag_assign import assignors, config, metrics, offsets, plan as plan_io, rates as rates_io, simulate
     from spark_lag_assign.lag import compute_lag
 
-    from spark_lag_assign import rates as rates_io
-
-    if (args.offsets_later is None) != (args.interval is None):
-        raise ConfigError("--offsets-later and --interval go together: produce rates need both snapshots and the time between")
-    names = [s.strip() for s in (args.strategies or ",".join(assignors.STRATEGIES)).split(",") if s.strip()]
-    if not names:
-        raise ConfigError("--strategies names no strategy")
-    specs = {n: assignors.get_strategy(n) for n in names}
-    options = _key_values(args.option, "--option") or {}
-    for key in options:
-        if not any(key in spec.options for spec in specs.values()):
-            raise ConfigError(f"--option {key}: none of the chosen strategies takes it")
-
-    snapshot = offsets.read_snapshot(args.offsets)
+    settings = config.simulate_settings(
+        args.config,
+        strategies=args.strategies,
+        offsets=args.offsets,
+        offsets_later=args.offsets_later,
+        interval=args.interval,
+        consumers=args.consumers,
+        subscriptions=args.subscriptions,
+        rate=args.rate,
+        rates=args.rates,
+        reset=args.reset,
+        seed=args.seed,
+        options=_key_values(args.option, "--option"),
+    )
+    snapshot = offsets.read_snapshot(settings.offsets)
     produce = None
-    if args.offsets_later is not None:
-        later = offsets.read_snapshot(args.offsets_later)
-        produce = simulate.produce_rates(snapshot, later, args.interval)
+    if settings.offsets_later is not None and settings.interval is not None:
+        later = offsets.read_snapshot(settings.offsets_later)
+        produce = simulate.produce_rates(snapshot, later, settings.interval)
         snapshot = later  # the backlog to drain is the newest one
-    lags = compute_lag(snapshot, args.reset).loc[:, ["topic", "partition", "lag"]]
+    lags = compute_lag(snapshot, settings.reset).loc[:, ["topic", "partition", "lag"]]
     topics = sorted(lags["topic"].unique())
-    subs = config.expand_wildcards(config.subscriptions_from(args.consumers, args.subscriptions), topics)
-    if args.rates is not None:
-        per_consumer = rates_io.configured_rates(list(subs), None, rates_io.read_rates_file(args.rates))
+    subs = config.expand_wildcards(settings.subscriptions, topics)
+    if settings.rates is not None:
+        per_consumer = rates_io.configured_rates(list(subs), None, rates_io.read_rates_file(settings.rates))
         missing = sorted(set(subs) - set(per_consumer))
         if missing:
-            raise ConfigError(f"--rates {args.rates}: no rate for consumer(s) {', '.join(missing[:5])}")
+            raise ConfigError(f"--rates {settings.rates}: no rate for consumer(s) {', '.join(missing[:5])}")
         rate: float | dict[str, float] = per_consumer
     else:
-        rate = simulate.check_rate(args.rate, "--rate")
+        assert settings.rate is not None
+        rate = settings.rate
     read_rates = rate if isinstance(rate, dict) else {c: rate for c in subs}
 
     plans: dict[str, Any] = {}
@@ -284,11 +338,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         kept = previous.merge(lags, on=["topic", "partition"], how="inner")
         unplanned = len(lags[lags["topic"].isin({t for ts in subs.values() for t in ts})]) - len(kept)
         plans["current"], members["current"] = kept, list(current["consumers"])
-    for name, spec in specs.items():
-        chosen = {k: v for k, v in options.items() if k in spec.options}
+    for name, chosen in settings.strategies.items():
+        spec = assignors.get_strategy(name)
+        chosen = dict(chosen)
         if "read_rates" in spec.options:  # drain plans with the rates it is simulated with
             chosen.update(read_rates=read_rates, **({"produce_rates": produce} if produce is not None else {}))
-        plans[name] = assignors.assign(lags, subs, name, previous=previous, seed=args.seed, **chosen)
+        plans[name] = assignors.assign(lags, subs, name, previous=previous, seed=settings.seed, **chosen)
         members[name] = list(subs)
     drains = {n: simulate.simulate(lags, a, rate, produce, consumers=members[n]) for n, a in plans.items()}
 
@@ -301,7 +356,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     if produce is not None:
         total = float(produce.merge(assigned, on=["topic", "partition"])["produce_rate"].sum())
-        print(f"producers append {total:,.1f} msg/s (from two snapshots {args.interval:g} s apart)")
+        print(f"producers append {total:,.1f} msg/s (from two snapshots {settings.interval:g} s apart)")
     nobody = sorted(set(topics) - read)
     if nobody:
         print(f"not simulated: {len(lags) - len(assigned)} partition(s) of topics nobody reads: {', '.join(nobody[:10])}")
@@ -334,6 +389,8 @@ def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | No
     logging.getLogger("kafka").setLevel(logging.INFO if args.verbose else logging.CRITICAL)
     try:
         if args.command == "plan":
+            if session_factory is None:
+                _check_master(args.master)
             return cmd_plan(args, session_factory or local_session_factory)
         if args.command == "snapshot":
             return cmd_snapshot(args)

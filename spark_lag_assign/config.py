@@ -1,6 +1,17 @@
-"""Configuration: a TOML file from ``conf/`` plus command-line overrides, loaded into one
-validated, typed object. Secrets come from environment variables that the file names
-(``[kafka.client_env]``), never from the file itself.
+"""Configuration: one code path that loads, merges and validates the settings of every
+subcommand before any Spark or Kafka work starts.
+
+Three layers, each key taken from the highest one that gives it::
+
+    a TOML file (--config)  <  the environment (SPARK_LAG_ASSIGN_<KEY>)  <  the command line
+
+``[kafka.client]`` and ``[plan.options]`` merge key by key (``--kafka-option`` and
+``--option`` override one key each). Secrets come from environment variables that the file
+names (``[kafka.client_env]``), never from the file itself. Types are checked by pydantic
+models: the file's values must have the right TOML type (``seed = "2"``, ``seed = 2.9`` and
+``seed = true`` are refused, not coerced); the environment's and the command line's are
+strings, parsed as the key's type. Every mistake is one ``ConfigError`` line naming the file
+and key, the variable or the flag, and what is wrong.
 
     [kafka]
     bootstrap_servers = "broker-1:9092,broker-2:9092"
@@ -17,6 +28,7 @@ validated, typed object. Secrets come from environment variables that the file n
     strategy = "lag-sticky"
     reset = "latest"
     consumers = ["pipeline-a", "pipeline-b"] # or a [plan.subscriptions] table
+    allow_shrink = false                     # true: publish a plan that drops most partitions
     [plan.options]
     tolerance = 0.05
 
@@ -26,28 +38,95 @@ validated, typed object. Secrets come from environment variables that the file n
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from spark_lag_assign.assignors import DEFAULT_STRATEGY, get_strategy
-from spark_lag_assign.errors import ConfigError, InputError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, get_strategy
+from spark_lag_assign.errors import ConfigError, InputError, SparkLagAssignError
 from spark_lag_assign.lag import check_reset
+from spark_lag_assign.lists import comma_list
 from spark_lag_assign.plan import check_consumer_ids
 from spark_lag_assign.store import parse_uri
 
-_SECTIONS: dict[str, set[str]] = {
-    "kafka": {"bootstrap_servers", "group", "topics", "topic_pattern", "timeout_ms", "client", "client_env"},
-    "plan": {
-        "output", "history", "strategy", "reset", "seed", "consumers", "subscriptions", "options", "offsets",
-        "offsets_later", "interval", "rate", "rates",
-    },
-    "spark": set(),  # free-form Spark settings
-}
+ENV_PREFIX = "SPARK_LAG_ASSIGN_"
+
+
+def _comma_list_if_text(value: Any) -> Any:
+    return comma_list(value) if isinstance(value, str) else value
+
+
+_CommaList = Annotated[list[str], BeforeValidator(_comma_list_if_text)]
+_Positive = Annotated[int, Field(gt=0)]
+
+
+class KafkaKeys(BaseModel):
+    """``[kafka]``: where the offsets come from when planning live."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    bootstrap_servers: str | None = None
+    group: str | None = None
+    topics: _CommaList | None = None
+    topic_pattern: str | None = None
+    timeout_ms: _Positive | None = None
+    client: dict[str, Any] | None = None
+    client_env: dict[str, str] | None = None
+
+
+class PlanKeys(BaseModel):
+    """``[plan]``: what to plan, how, and where to publish it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    output: str | None = None
+    history: Annotated[int, Field(ge=1)] | None = None
+    strategy: str | None = None
+    reset: str | None = None
+    seed: int | None = None
+    consumers: _CommaList | None = None
+    subscriptions: str | dict[str, Any] | None = None  # a JSON file, or a table; checked by _subscriptions
+    options: dict[str, Any] | None = None
+    offsets: str | None = None
+    offsets_later: str | None = None
+    interval: float | None = None
+    rate: float | None = None
+    rates: str | None = None
+    allow_shrink: bool | None = None
+
+
+class FileKeys(BaseModel):
+    """A whole config file: unknown sections and keys are errors (they are usually typos)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    kafka: KafkaKeys = KafkaKeys()
+    plan: PlanKeys = PlanKeys()
+    spark: dict[str, str | int | float | bool] = {}  # free-form Spark settings
+
+
+class Layer(KafkaKeys, PlanKeys):
+    """One source's values (the file's two sections, the environment, or the command line), flat."""
+
+
+#: keys that the environment may set (tables and secrets stay in the file)
+ENV_KEYS = tuple(k for k in Layer.model_fields if k not in ("client", "client_env", "options"))
+_FLAGS = {"output": "--output", "client": "--kafka-option", "options": "--option"}
+# a layer that gives one of a pair replaces a lower layer's other one
+_ALTERNATIVES = (("offsets", "bootstrap_servers"), ("consumers", "subscriptions"), ("rate", "rates"))
+
+
+def flag(key: str) -> str:
+    """The command-line flag of a key: ``timeout_ms`` -> ``--timeout-ms``."""
+    return _FLAGS.get(key, "--" + key.replace("_", "-"))
 
 
 @dataclass(frozen=True)
@@ -77,6 +156,7 @@ class Settings:
     interval: float | None = None
     rate: float | None = None
     rates: Path | None = None
+    allow_shrink: bool = False  # publish even a plan that drops most of the previous plan's partitions
 
     @property
     def live(self) -> bool:
@@ -94,22 +174,198 @@ class Settings:
         return sorted({t for topics in self.subscriptions.values() for t in topics if t != "*"})
 
 
-def load_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """A config file's sections; unknown sections or keys are errors (they are usually typos)."""
+@dataclass(frozen=True)
+class SnapshotSettings:
+    """``snapshot``: a live group's offsets, read with these settings."""
+
+    bootstrap_servers: str
+    group: str
+    topics: tuple[str, ...]
+    topic_pattern: str | None
+    timeout_ms: int
+    client: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SimulateSettings:
+    """``simulate``: snapshots, a group and read rates; strategies with their options checked."""
+
+    offsets: Path
+    subscriptions: dict[str, list[str]]  # ["*"]: every topic of the snapshot
+    strategies: dict[str, dict[str, Any]]  # name -> the options it takes, in the order given
+    reset: str = "latest"
+    seed: int = 0
+    offsets_later: Path | None = None
+    interval: float | None = None
+    rate: float | None = None
+    rates: Path | None = None
+
+
+# -- loading one layer ---------------------------------------------------------------------
+
+
+def _problem(exc: ValidationError) -> tuple[tuple[Any, ...], str]:
+    """(location, what is wrong) of a model's first error, as one line."""
+    error = exc.errors(include_url=False)[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    message = message[:1].lower() + message[1:]
+    if error["type"] != "missing" and "input" in error:
+        message += f", not {error['input']!r}"
+    return tuple(error["loc"]), " ".join(message.split())
+
+
+def load_file(path: str | Path) -> FileKeys:
+    """A config file, its keys checked and typed; unknown sections or keys are errors."""
     path = Path(path)
     try:
         doc = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
-    for section, value in doc.items():
-        if section not in _SECTIONS or not isinstance(value, dict):
-            raise ConfigError(f"{path}: unknown section [{section}]; known: {', '.join(_SECTIONS)}")
-        unknown = sorted(set(value) - _SECTIONS[section]) if _SECTIONS[section] else []
-        if unknown:
-            raise ConfigError(f"{path}: unknown key(s) in [{section}]: {', '.join(unknown)}")
-    return {s: dict(doc.get(s, {})) for s in _SECTIONS}
+    unknown = sorted(set(doc) - set(FileKeys.model_fields))
+    if unknown:
+        raise ConfigError(f"{path}: unknown section [{unknown[0]}]; known: {', '.join(FileKeys.model_fields)}")
+    for section in ("kafka", "plan"):
+        if section in doc and isinstance(doc[section], dict):
+            extra = sorted(set(doc[section]) - set(FileKeys.model_fields[section].annotation.model_fields))  # type: ignore[union-attr]
+            if extra:
+                raise ConfigError(f"{path}: unknown key(s) in [{section}]: {', '.join(extra)}")
+    try:
+        return FileKeys.model_validate(doc)
+    except ValidationError as exc:
+        loc, message = _problem(exc)
+        if len(loc) == 1:
+            raise ConfigError(f"{path}: [{loc[0]}] must be a table of keys") from None
+        section, key = loc[0], loc[1]
+        if key == "subscriptions":
+            raise ConfigError(
+                f"{path}: [{section}] subscriptions must name a JSON file or be a table of consumer = [topics]"
+            ) from None
+        if key in ("client", "client_env", "options") and len(loc) > 2:
+            raise ConfigError(f"{path}: [{section}.{key}] {'.'.join(map(str, loc[2:]))}: {message}") from None
+        raise ConfigError(f"{path}: [{section}] {key}: {message}") from None
+
+
+def _layer(values: Mapping[str, Any], origin: Callable[[str], str], *, strict: bool) -> dict[str, Any]:
+    """One layer's values, typed: the keys it gives (None means "not given")."""
+    given = {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in values.items() if v is not None}
+    unknown = sorted(set(given) - set(Layer.model_fields))
+    if unknown:
+        raise ConfigError(f"{origin(unknown[0])}: not a configuration key")
+    try:
+        layer = Layer.model_validate(given, strict=strict)
+    except ValidationError as exc:
+        loc, message = _problem(exc)
+        raise ConfigError(f"{origin(str(loc[0]))}: {message}") from None
+    return {k: getattr(layer, k) for k in given}
+
+
+def environment_layer(environ: Mapping[str, str]) -> dict[str, str]:
+    """``SPARK_LAG_ASSIGN_<KEY>`` variables, by key (only the keys that the environment may set)."""
+    known = {ENV_PREFIX + k.upper(): k for k in ENV_KEYS}
+    return {known[name]: value for name, value in environ.items() if name in known}
+
+
+@dataclass
+class Merged:
+    """The layers merged: each key's value and the place it came from (for error messages)."""
+
+    values: dict[str, Any]
+    origins: dict[str, str]
+    spark: dict[str, str]
+    client_env: dict[str, str]
+    file_client: dict[str, Any]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def origin(self, key: str) -> str:
+        return self.origins.get(key, key)
+
+
+def merge(file: str | Path | None, environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> Merged:
+    """file < environment < command line, key by key; ``[kafka.client]`` and ``[plan.options]``
+    merge key by key too. Every value is typed; cross-key rules are the caller's."""
+    layers: list[tuple[dict[str, Any], Callable[[str], str]]] = []
+    spark: dict[str, str] = {}
+    client_env: dict[str, str] = {}
+    file_client: dict[str, Any] = {}
+    if file is not None:
+        doc = load_file(file)
+        # one file is one layer: its [plan] offsets and its [kafka] bootstrap_servers clash
+        sections = {k: s for s in ("kafka", "plan") for k in getattr(doc, s).model_fields_set}
+        given = {k: getattr(getattr(doc, s), k) for k, s in sections.items()}
+        layers.append((given, lambda k: f"{file}: [{sections.get(k, 'plan')}] {k}"))
+        spark = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in doc.spark.items()}
+        client_env = dict(doc.kafka.client_env or {})
+        file_client = dict(doc.kafka.client or {})
+    env = environment_layer(os.environ if environ is None else environ)
+    layers.append((_layer(env, lambda k: ENV_PREFIX + k.upper(), strict=False), lambda k: ENV_PREFIX + k.upper()))
+    cli = dict(overrides)
+    given_client = cli.pop("client", None)  # --kafka-option: key by key, after the file's secrets
+    layers.append((_layer(cli, flag, strict=False), flag))
+
+    values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for given, origin in layers:
+        for one, other in (*_ALTERNATIVES, *((b, a) for a, b in _ALTERNATIVES)):
+            if one in given and other not in given:
+                values.pop(other, None)
+                origins.pop(other, None)
+        for key, value in given.items():
+            if key in ("client", "client_env"):
+                continue
+            if key == "options":
+                for name, option in value.items():
+                    values.setdefault("options", {})[name] = option
+                    origins[f"options.{name}"] = (
+                        f"{flag('options')} {name}={json.dumps(option)}" if origin is flag else f"{file}: [plan.options] {name}"
+                    )
+                continue
+            values[key] = value
+            origins[key] = origin(key)
+    if given_client:
+        values["client"] = dict(given_client)
+    return Merged(values, origins, spark, client_env, file_client)
+
+
+# -- cross-key rules -----------------------------------------------------------------------
+
+
+def _named(origin: str, check: Callable[[], Any]) -> Any:
+    """``check()``, its error led by the place the checked value came from."""
+    try:
+        return check()
+    except SparkLagAssignError as exc:
+        if str(exc).startswith(origin):
+            raise
+        raise type(exc)(f"{origin}: {exc}") from None
+
+
+def option_parser(strategy: str) -> Callable[[Mapping[str, Any]], Any] | None:
+    """The ``options(raw)`` parser of a strategy's module, if it takes options."""
+    spec = get_strategy(strategy)
+    module = inspect.getmodule(spec.assign_group or spec.assign_topic)
+    parser = getattr(module, "options", None)
+    return parser if callable(parser) else None
+
+
+def check_options(strategy: str, options: Mapping[str, Any], origin: Callable[[str], str]) -> dict[str, Any]:
+    """A strategy's options, each checked by the strategy's own parser (its rules stay there)."""
+    spec = get_strategy(strategy)
+    parser = option_parser(strategy)
+    for name, value in options.items():
+        if name not in spec.options:
+            takes = f"; it takes: {', '.join(spec.options)}" if spec.options else ""
+            raise ConfigError(f"{origin(name)}: strategy {strategy} takes no option {name}{takes}")
+        if parser is not None:
+            _named(origin(name), partial(parser, {name: value}))
+    if parser is not None and options:
+        _named(", ".join(origin(n) for n in options), lambda: parser(options))
+    return dict(options)
 
 
 def read_subscriptions_file(path: str | Path) -> dict[str, list[str]]:
@@ -127,6 +383,8 @@ def read_subscriptions_file(path: str | Path) -> dict[str, list[str]]:
         doc = json.loads(path.read_text(), object_pairs_hook=no_duplicates)
     except FileNotFoundError:
         raise InputError(f"subscriptions file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"subscriptions file {path} cannot be read ({exc})") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
     return _subscriptions(doc, str(path))
@@ -155,12 +413,26 @@ def subscriptions_from(consumers: str | Sequence[str] | None, subscriptions: Any
         return _subscriptions(subscriptions, "subscriptions")
     if consumers is None:
         raise ConfigError("no consumers: give consumers (a list) or subscriptions")
-    if isinstance(consumers, str):
-        consumers = [c.strip() for c in consumers.split(",") if c.strip()]
+    consumers = comma_list(consumers)
     if not consumers:
         raise InputError("no consumers: give at least one consumer id")
     check_consumer_ids(list(consumers))
     return {c: ["*"] for c in consumers}
+
+
+def _group(merged: Merged) -> dict[str, list[str]]:
+    """The group's subscriptions, errors led by the key they came from."""
+    consumers, subscriptions = merged.get("consumers"), merged.get("subscriptions")
+    if consumers is not None and subscriptions is not None:
+        raise ConfigError(
+            f"give consumers or subscriptions, not both ({merged.origin('consumers')}, {merged.origin('subscriptions')})"
+        )
+    key = "consumers" if subscriptions is None else "subscriptions"
+    if consumers is None and subscriptions is None:
+        raise ConfigError("no consumers: give consumers (--consumers, plan.consumers) or subscriptions")
+    if key == "subscriptions" and isinstance(subscriptions, dict):
+        return _named(merged.origin(key), lambda: _subscriptions(subscriptions, "subscriptions"))
+    return _named(merged.origin(key), lambda: subscriptions_from(consumers, subscriptions))
 
 
 def expand_wildcards(subscriptions: Mapping[str, Sequence[str]], topics: Sequence[str]) -> dict[str, list[str]]:
@@ -191,68 +463,151 @@ def _env_secrets(client_env: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Merge a config file (optional) and overrides (None means "not given"), then validate."""
-    sections = load_file(file) if file else {s: {} for s in _SECTIONS}
-    kafka, plan = sections["kafka"], sections["plan"]
-    merged: dict[str, Any] = {**kafka, **plan}
-    given = {k: v for k, v in overrides.items() if v is not None}
-    # a choice made on the command line replaces the file's alternative to it
-    for one, other in (("offsets", "bootstrap_servers"), ("consumers", "subscriptions")):
-        for chosen, dropped in ((one, other), (other, one)):
-            if chosen in given and dropped not in given:
-                merged.pop(dropped, None)
-    given_client = given.pop("client", None)  # --kafka-option overrides keys, not the whole table
-    merged.update(given)
+def _rate_settings(merged: Merged, offline: bool) -> tuple[Path | None, float | None, float | None, Path | None]:
+    """(offsets_later, interval, rate, rates), checked: one line for each mistake."""
+    from spark_lag_assign.rates import check_interval, check_rate
 
+    later, interval = merged.get("offsets_later"), merged.get("interval")
+    if (later is None) != (interval is None):
+        given = merged.origin("offsets_later" if later is not None else "interval")
+        raise ConfigError(
+            f"{given}: offsets_later and interval go together: produce rates need both snapshots and the time between"
+        )
+    if later is not None and not offline:
+        raise ConfigError(f"{merged.origin('offsets_later')}: offsets_later is for offline planning: give the earlier "
+                          "snapshot as offsets")
+    rate, rates = merged.get("rate"), merged.get("rates")
+    if rate is not None and rates is not None:
+        raise ConfigError("give rate (every consumer) or rates (a file per consumer), not both")
+    return (
+        Path(later) if later is not None else None,
+        _named(merged.origin("interval"), lambda: check_interval(interval)) if interval is not None else None,
+        _as_config_error(lambda: check_rate(rate, merged.origin("rate"))) if rate is not None else None,
+        Path(rates) if rates is not None else None,
+    )
+
+
+def _as_config_error(check: Callable[[], Any]) -> Any:
+    try:
+        return check()
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _common(merged: Merged) -> tuple[str, int]:
+    reset = _named(merged.origin("reset"), lambda: check_reset(str(merged.get("reset", "latest"))))
+    return reset, int(merged.get("seed", 0))
+
+
+# -- one path for every subcommand -----------------------------------------------------------
+
+
+def settings(file: str | Path | None = None, *, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """``plan``: merge a config file (optional), the environment and overrides (the command
+    line's values; None means "not given"), then validate."""
+    merged = merge(file, environ, overrides)
     offsets = merged.get("offsets")
     if offsets is None and not (merged.get("bootstrap_servers") and merged.get("group")):
         raise ConfigError("no offsets source: give bootstrap_servers and group (live) or an offsets snapshot file")
     if offsets is not None and merged.get("bootstrap_servers"):
-        raise ConfigError("choose one offsets source: a live cluster (bootstrap_servers) or a snapshot (offsets)")
+        raise ConfigError(
+            "choose one offsets source: a live cluster (bootstrap_servers, from "
+            f"{merged.origin('bootstrap_servers')}) or a snapshot (offsets, from {merged.origin('offsets')})"
+        )
     if not merged.get("output"):
         raise ConfigError("no store to publish to (plan.output or --output: a plan directory or kafka://HOST:PORT/NAME)")
-    parse_uri(str(merged["output"]))  # an unknown scheme or a bad plan name is one line, before any work
+    _named(merged.origin("output"), lambda: parse_uri(str(merged.get("output"))))
 
-    subs = subscriptions_from(merged.get("consumers"), merged.get("subscriptions"))
-
+    subs = _group(merged)
     strategy = str(merged.get("strategy") or DEFAULT_STRATEGY)
-    spec = get_strategy(strategy)
-    options = dict(merged.get("options") or {})
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise ConfigError(f"strategy {strategy} takes no option {', '.join(unknown)}")
-
-    topics = merged.get("topics") or ()
-    if isinstance(topics, str):
-        topics = [t.strip() for t in topics.split(",") if t.strip()]
-    try:
-        seed = int(merged.get("seed", 0))
-        history = int(merged.get("history", 20))
-        timeout_ms = int(merged.get("timeout_ms", 15000))
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"seed, history and timeout_ms must be integers ({exc})") from None
-    if history < 1:
-        raise ConfigError(f"history must keep at least one generation, not {history}")
-    client = client_options(merged.get("client"), merged.get("client_env"), given_client)
-    offsets_later, interval, rate, rates = _rate_settings(merged, offsets)
+    _named(merged.origin("strategy"), lambda: get_strategy(strategy))
+    options = check_options(strategy, merged.get("options") or {}, lambda n: merged.origin(f"options.{n}"))
+    reset, seed = _common(merged)
+    client = client_options(merged.file_client, merged.client_env, merged.get("client"))
+    offsets_later, interval, rate, rates = _rate_settings(merged, offsets is not None)
     return Settings(
-        output=str(merged["output"]),
+        output=str(merged.get("output")),
         consumers=tuple(sorted(subs)),
         subscriptions=subs,
         strategy=strategy,
-        reset=check_reset(str(merged.get("reset", "latest"))),
+        reset=reset,
         seed=seed,
-        history=history,
+        history=int(merged.get("history", 20)),
         options=options,
         bootstrap_servers=merged.get("bootstrap_servers"),
         group=merged.get("group"),
-        topics=tuple(topics),
+        topics=tuple(merged.get("topics") or ()),
         topic_pattern=merged.get("topic_pattern"),
-        timeout_ms=timeout_ms,
+        timeout_ms=int(merged.get("timeout_ms", 15000)),
         client=client,
         offsets=Path(offsets) if offsets is not None else None,
-        spark={str(k): str(v) for k, v in sections["spark"].items()},
+        spark=merged.spark,
+        offsets_later=offsets_later,
+        interval=interval,
+        rate=rate,
+        rates=rates,
+        allow_shrink=bool(merged.get("allow_shrink", False)),
+    )
+
+
+def snapshot_settings(
+    file: str | Path | None = None, *, environ: Mapping[str, str] | None = None, **overrides: Any
+) -> SnapshotSettings:
+    """``snapshot``: the ``[kafka]`` settings, merged and validated like ``plan``'s."""
+    merged = merge(file, environ, overrides)
+    if not merged.get("bootstrap_servers") or not merged.get("group"):
+        raise ConfigError("snapshot needs bootstrap_servers and group (--bootstrap-servers, --group or [kafka])")
+    return SnapshotSettings(
+        bootstrap_servers=str(merged.get("bootstrap_servers")),
+        group=str(merged.get("group")),
+        topics=tuple(merged.get("topics") or ()),
+        topic_pattern=merged.get("topic_pattern"),
+        timeout_ms=int(merged.get("timeout_ms", 15000)),
+        client=client_options(merged.file_client, merged.client_env, merged.get("client")),
+    )
+
+
+def simulate_settings(
+    file: str | Path | None = None,
+    *,
+    strategies: str | Sequence[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> SimulateSettings:
+    """``simulate``: a snapshot, the group, read rates and the strategies to compare, each
+    strategy's options checked by its own parser; an option must suit at least one of them."""
+    merged = merge(file, environ, overrides)
+    offsets = merged.get("offsets")
+    if offsets is None:
+        raise ConfigError("simulate needs an offsets snapshot (--offsets)")
+    subs = _group(merged)
+    names = comma_list(strategies) if strategies is not None else list(STRATEGIES)
+    if not names:
+        raise ConfigError("--strategies names no strategy")
+    for name in names:
+        _named("--strategies", partial(get_strategy, name))
+    options = merged.get("options") or {}
+
+    def origin(name: str) -> str:
+        return merged.origin(f"options.{name}")
+
+    for key in options:
+        # the file's options are for its plan's strategy: only a flag's must suit a chosen one
+        if not any(key in get_strategy(n).options for n in names) and origin(key).startswith(flag("options")):
+            raise ConfigError(f"{origin(key)}: none of the chosen strategies takes it")
+    chosen = {
+        n: check_options(n, {k: v for k, v in options.items() if k in get_strategy(n).options}, origin) for n in names
+    }
+    reset, seed = _common(merged)
+    offsets_later, interval, rate, rates = _rate_settings(merged, True)
+    if rate is None and rates is None:
+        raise ConfigError("simulate needs read rates: --rate (every consumer) or --rates (a file per consumer)")
+    return SimulateSettings(
+        offsets=Path(offsets),
+        subscriptions=subs,
+        strategies=chosen,
+        reset=reset,
+        seed=seed,
         offsets_later=offsets_later,
         interval=interval,
         rate=rate,
@@ -260,33 +615,21 @@ def settings(file: str | Path | None = None, **overrides: Any) -> Settings:
     )
 
 
-def _rate_settings(merged: Mapping[str, Any], offsets: Any) -> tuple[Path | None, float | None, float | None, Path | None]:
-    """(offsets_later, interval, rate, rates), checked: one line for each mistake."""
-    from spark_lag_assign.rates import check_interval, check_rate
-
-    later, interval = merged.get("offsets_later"), merged.get("interval")
-    if (later is None) != (interval is None):
-        raise ConfigError("offsets_later and interval go together: produce rates need both snapshots and the time between")
-    if later is not None and offsets is None:
-        raise ConfigError("offsets_later is for offline planning: give the earlier snapshot as offsets")
-    rate, rates = merged.get("rate"), merged.get("rates")
-    if rate is not None and rates is not None:
-        raise ConfigError("give rate (every consumer) or rates (a file per consumer), not both")
-    return (
-        Path(later) if later is not None else None,
-        check_interval(interval) if interval is not None else None,
-        check_rate(rate, "rate") if rate is not None else None,
-        Path(rates) if rates is not None else None,
-    )
-
-
 __all__ = [
+    "ENV_PREFIX",
     "Settings",
+    "SimulateSettings",
+    "SnapshotSettings",
+    "check_options",
     "client_options",
+    "comma_list",
     "expand_wildcards",
     "load_file",
+    "merge",
     "read_subscriptions_file",
     "replace",
     "settings",
+    "simulate_settings",
+    "snapshot_settings",
     "subscriptions_from",
 ]

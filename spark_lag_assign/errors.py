@@ -63,3 +63,7 @@ class HandoverTimeoutError(SparkLagAssignError):
 
 class CommitFencedError(KafkaCommitError):
     """The partition has a newer owner: a commit under an older generation was refused."""
+
+
+class ShrinkRefusedError(PlanError):
+    """The new plan drops most of the previous generation's partitions, and that was not allowed."""

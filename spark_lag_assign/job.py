@@ -25,6 +25,7 @@ from spark_lag_assign import metrics, offsets as offsets_io, plan as plan_io, ra
 from spark_lag_assign.assignors import validate_subscriptions
 from spark_lag_assign.config import Settings
 from spark_lag_assign.errors import InputError
+from spark_lag_assign.guard import check_shrink
 from spark_lag_assign.invariants import check_assignment
 from spark_lag_assign.lag import lag_columns
 from spark_lag_assign.store import open_store
@@ -173,6 +174,7 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
                 rates=rates,
                 observed=observed if settings.live else None,
             )
+            check_shrink(current, doc, allow=settings.allow_shrink)  # an empty snapshot must not replace a real plan
             publisher.publish(doc)
         where = store.uri
     log.info("published generation %d to %s", doc["generation"], where)

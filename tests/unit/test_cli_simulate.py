@@ -133,7 +133,11 @@ def test_the_current_plan_is_simulated_and_sticky_strategies_start_from_it(
         (["--rate", "0"], "--rate must be a positive number"),
         (["--rate", "-3"], "--rate must be a positive number"),
         (["--rate", "100", "--strategies", "fastest"], "unknown strategy 'fastest'"),
-        (["--rate", "100", "--interval", "5"], "--offsets-later and --interval go together"),
+        (["--rate", "100", "--interval", "5"], "--interval: offsets_later and interval go together"),
+        (["--rate", "100", "--seed", "2.9"], "--seed: input should be a valid integer"),
+        (["--rate", "100", "--option", "max_swaps=abc", "--strategies", "lag-sticky"], "max_swaps must be an integer"),
+        (["--rate", "100", "--option", "tolerance=-1"], "--option tolerance=-1: lag-sticky: tolerance must be a number >= 0"),
+        (["--rate", "soon"], "--rate: input should be a valid number"),
         (["--rate", "100", "--option", "tolerance=0.1", "--strategies", "range"], "none of the chosen strategies takes it"),
     ],
 )
@@ -156,13 +160,23 @@ def test_a_missing_snapshot_or_a_bad_consumer_id_fails(tmp_path: Path, three: Pa
 
 
 def test_rate_and_consumers_are_required(three: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as no_rate:
-        cli.main(["simulate", "--offsets", str(three), "--consumers", "c0"])
-    with pytest.raises(SystemExit) as no_consumers:
-        cli.main(["simulate", "--offsets", str(three), "--rate", "5"])
-    assert no_rate.value.code == no_consumers.value.code == 2
-    err = capsys.readouterr().err
-    assert "--rate" in err and "--consumers" in err
+    assert cli.main(["simulate", "--offsets", str(three), "--consumers", "c0"]) == 1
+    no_rate = capsys.readouterr().err
+    assert cli.main(["simulate", "--offsets", str(three), "--rate", "5"]) == 1
+    no_consumers = capsys.readouterr().err
+    assert "--rate" in no_rate and len(no_rate.strip().splitlines()) == 1
+    assert "--consumers" in no_consumers and len(no_consumers.strip().splitlines()) == 1
+
+
+def test_the_config_file_gives_the_group_and_the_rate(three: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "c.toml"
+    conf.write_text('[plan]\nconsumers = ["c0", "c1"]\nrate = 100\n[plan.options]\ntolerance = 0.1\n')
+    assert cli.main(["simulate", "--config", str(conf), "--offsets", str(three), "--strategies", "lag"]) == 0
+    assert seconds(capsys.readouterr().out, "lag") == pytest.approx(6.0)
+    conf.write_text('[plan]\nconsumers = ["c0", "c1"]\nrate = "fast"\n')
+    assert cli.main(["simulate", "--config", str(conf), "--offsets", str(three)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"spark-lag-assign: error: {conf}: [plan] rate: input should be a valid number, not 'fast'"
 
 
 def test_simulate_starts_no_spark(three: Path) -> None:

@@ -156,3 +156,96 @@ def test_snapshot_honours_the_files_secrets_and_overrides_key_by_key(
     assert seen["client_options"] == {
         "security_protocol": "SASL_SSL", "sasl_mechanism": "PLAIN", "request_timeout_ms": 5000, "sasl_plain_password": "s3cret",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("section", "line", "message"),
+    [
+        ("kafka", 'timeout_ms = "soon"', "[kafka] timeout_ms: input should be a valid integer, not 'soon'"),
+        ("kafka", "timeout_ms = 0", "[kafka] timeout_ms: input should be greater than 0, not 0"),
+        ("kafka", "topic_pattern = 7", "[kafka] topic_pattern: input should be a valid string, not 7"),
+        ("kafka.client_env", "sasl_plain_password = 7", "[kafka.client_env] sasl_plain_password: input should be a valid string, not 7"),
+        ("plan", "seed = 2.9", "[plan] seed: input should be a valid integer, not 2.9"),
+        ("plan", "seed = true", "[plan] seed: input should be a valid integer, not True"),
+        ("plan", 'seed = "2"', "[plan] seed: input should be a valid integer, not '2'"),
+        ("plan", "history = 0", "[plan] history: input should be greater than or equal to 1, not 0"),
+        ("plan", 'allow_shrink = "yes"', "[plan] allow_shrink: input should be a valid boolean, not 'yes'"),
+        ("plan", 'rate = "fast"', "[plan] rate: input should be a valid number, not 'fast'"),
+        ("plan", "rate = -1", "[plan] rate must be a positive number of records per second, not -1.0"),
+        ("plan", "subscriptions = 3", "[plan] subscriptions must name a JSON file or be a table"),
+        ("plan", "options = 3", "[plan] options: input should be a valid dictionary, not 3"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused_not_coerced(tmp_path: Path, section: str, line: str, message: str) -> None:
+    text = LIVE + f"[{section}]\n{line}\n" if "." in section else LIVE.replace(f"[{section}]", f"[{section}]\n{line}")
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        config.settings(path)
+    assert str(err.value) == f"{path}: {message}" or str(err.value).startswith(f"{path}: {message}"), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"tolerance": -1}, "--option tolerance=-1: lag-sticky: tolerance must be a number >= 0, not -1"),
+        ({"max_swaps": "abc"}, "--option max_swaps=\"abc\": lag-sticky: max_swaps must be an integer >= 0, not 'abc'"),
+        ({"max_swaps": 2.5}, "--option max_swaps=2.5: lag-sticky: max_swaps must be an integer >= 0, not 2.5"),
+        ({"speed": 2}, "--option speed=2: strategy lag-sticky takes no option speed; it takes: tolerance, max_swaps"),
+    ],
+)
+def test_strategy_options_are_checked_by_the_strategys_parser_before_any_work(options: dict[str, object], message: str) -> None:
+    with pytest.raises((ConfigError, StrategyError)) as err:
+        config.settings(offsets="s.csv", consumers="a", output="out", options=options)
+    assert str(err.value) == message
+
+
+def test_strategy_options_from_the_file_and_the_command_line_merge_key_by_key(tmp_path: Path) -> None:
+    path = write(tmp_path, LIVE + "[plan.options]\ntolerance = 0.1\nmax_swaps = 5\n")
+    assert config.settings(path).options == {"tolerance": 0.1, "max_swaps": 5}
+    assert config.settings(path, options={"max_swaps": 9}).options == {"tolerance": 0.1, "max_swaps": 9}
+    with pytest.raises(StrategyError, match=r"\[plan.options\] tolerance: lag-sticky: tolerance must be"):
+        config.settings(write(tmp_path, LIVE + "[plan.options]\ntolerance = -0.5\n"))
+
+
+def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
+    path = write(tmp_path, LIVE.replace("[plan]", "[plan]\nseed = 1\nhistory = 5"))
+    env = {"SPARK_LAG_ASSIGN_SEED": "2", "SPARK_LAG_ASSIGN_TOPICS": "x, y", "SPARK_LAG_ASSIGN_ALLOW_SHRINK": "true",
+           "UNRELATED": "1"}  # fmt: skip
+    s = config.settings(path, environ=env)
+    assert (s.seed, s.history, s.topics, s.allow_shrink) == (2, 5, ("x", "y"), True)
+    s = config.settings(path, environ=env, seed="3", topics="z")
+    assert (s.seed, s.topics) == (3, ("z",))
+    # the environment's snapshot replaces the file's live cluster, as a flag would
+    s = config.settings(path, environ={"SPARK_LAG_ASSIGN_OFFSETS": "snap.csv"})
+    assert (s.offsets, s.bootstrap_servers) == (Path("snap.csv"), None)
+
+
+@pytest.mark.parametrize(
+    ("env", "overrides", "message"),
+    [
+        ({"SPARK_LAG_ASSIGN_TIMEOUT_MS": "soon"}, {}, "SPARK_LAG_ASSIGN_TIMEOUT_MS: input should be a valid integer"),
+        ({"SPARK_LAG_ASSIGN_SEED": "2.9"}, {}, "SPARK_LAG_ASSIGN_SEED: input should be a valid integer"),
+        ({}, {"seed": "2.9"}, "--seed: input should be a valid integer"),
+        ({}, {"timeout_ms": "-5"}, "--timeout-ms: input should be greater than 0"),
+        ({}, {"history": "0"}, "--history: input should be greater than or equal to 1"),
+        ({}, {"interval": "soon", "offsets_later": "l.csv"}, "--interval: input should be a valid number"),
+        ({}, {"interval": "0", "offsets_later": "l.csv"}, "--interval: the interval between two observations must be > 0"),
+        ({}, {"strategy": "best"}, "--strategy: unknown strategy 'best'"),
+        ({}, {"consumers": "a,-b"}, "--consumers: invalid consumer id '-b'"),
+        ({}, {"reset": "smallest"}, "--reset: unknown reset policy 'smallest'"),
+        ({}, {"output": "zk://h:1/p"}, "--output: "),
+    ],
+)
+def test_the_environment_and_flags_are_named_in_their_errors(env: dict[str, str], overrides: dict[str, str], message: str) -> None:
+    with pytest.raises((ConfigError, InputError, StrategyError)) as err:
+        config.settings(environ=env, **{"offsets": "s.csv", "consumers": "a", "output": "out", **overrides})
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "parsed"),
+    [("a,b", ["a", "b"]), (" a , b ,", ["a", "b"]), (",", []), ("", []), (["a ", " ", "b"], ["a", "b"]), ("a", ["a"])],
+)
+def test_one_comma_list_parser(given: str | list[str], parsed: list[str]) -> None:
+    assert config.comma_list(given) == parsed

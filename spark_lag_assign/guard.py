@@ -1,0 +1,86 @@
+"""The last check before a plan is published: a plan that covers far fewer partitions than the
+previous generation is usually a broken input (an empty or truncated snapshot, a topic list
+with a typo), not a decision, so it is refused unless the operator says it is meant.
+
+"Far fewer": more than half of the previous generation's partitions (assigned or not) are
+absent from the new plan. Partitions the new plan adds do not make up for them: a renamed
+topic drops every partition of the old name. A previous plan with no partitions drops none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from spark_lag_assign.errors import ShrinkRefusedError
+
+log = logging.getLogger(__name__)
+
+#: the share of the previous generation's partitions a plan may drop without --allow-shrink
+SHRINK_LIMIT = 0.5
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """How the new plan's partitions compare with the previous generation's."""
+
+    generation: int  # of the previous plan
+    previous: int  # partitions of the previous plan
+    planned: int  # partitions of the new plan
+    dropped: int  # partitions of the previous plan that the new one does not name
+
+    @property
+    def too_far(self) -> bool:
+        return self.dropped > SHRINK_LIMIT * self.previous
+
+    def describe(self) -> str:
+        share = "all" if self.dropped == self.previous else f"{self.dropped:,} of the"
+        return (
+            f"the new plan drops {share} {self.previous:,} partitions of generation {self.generation} "
+            f"({self.planned:,} planned now)"
+        )
+
+
+def plan_partitions(plan: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """topic -> every partition a plan names, assigned or unassigned (sorted, distinct)."""
+    lists: dict[str, list[np.ndarray]] = {}
+    for entry in plan.get("consumers", {}).values():
+        for topic, parts in entry.get("assign", {}).items():
+            lists.setdefault(topic, []).append(np.asarray(parts, dtype=np.int64))
+    for topic, parts in plan.get("unassigned", {}).items():
+        lists.setdefault(topic, []).append(np.asarray(parts, dtype=np.int64))
+    return {t: np.unique(np.concatenate(arrays)) for t, arrays in lists.items()}
+
+
+def shrink(previous: Mapping[str, Any], new: Mapping[str, Any]) -> Shrink:
+    """What the new plan keeps of the previous one's partitions."""
+    before, after = plan_partitions(previous), plan_partitions(new)
+    empty = np.zeros(0, dtype=np.int64)
+    dropped = sum(int((~np.isin(parts, after.get(t, empty), assume_unique=True)).sum()) for t, parts in before.items())
+    return Shrink(
+        generation=int(previous.get("generation", 0)),
+        previous=sum(len(p) for p in before.values()),
+        planned=sum(len(p) for p in after.values()),
+        dropped=dropped,
+    )
+
+
+def check_shrink(previous: Mapping[str, Any] | None, new: Mapping[str, Any], *, allow: bool) -> Shrink | None:
+    """Refuse (``ShrinkRefusedError``, one line naming the counts and the flag) a plan that drops
+    more than half of the previous generation's partitions, unless ``allow``; then it is a warning."""
+    if previous is None:
+        return None
+    found = shrink(previous, new)
+    if not found.too_far:
+        return found
+    if not allow:
+        raise ShrinkRefusedError(
+            f"{found.describe()}; nothing published: if that is meant, run again with --allow-shrink "
+            "(or plan.allow_shrink = true)"
+        )
+    log.warning("%s; published as --allow-shrink permits", found.describe())
+    return found

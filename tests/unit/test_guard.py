@@ -1,0 +1,68 @@
+"""The shrink guard: a plan that drops most of the previous generation's partitions is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spark_lag_assign.errors import ShrinkRefusedError
+from spark_lag_assign.guard import check_shrink, plan_partitions, shrink
+
+
+def plan(generation: int, assign: dict[str, dict[str, list[int]]], unassigned: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    return {
+        "generation": generation,
+        "consumers": {c: {"assign": a} for c, a in assign.items()},
+        "unassigned": unassigned or {},
+    }
+
+
+# ten partitions: t0 0-5 over two consumers, t1 0-3 nobody reads
+TEN = plan(7, {"a": {"t0": [0, 1, 2]}, "b": {"t0": [3, 4, 5]}}, {"t1": [0, 1, 2, 3]})
+
+
+def test_every_partition_named_counts_assigned_or_not() -> None:
+    parts = plan_partitions(TEN)
+    assert {t: p.tolist() for t, p in parts.items()} == {"t0": [0, 1, 2, 3, 4, 5], "t1": [0, 1, 2, 3]}
+
+
+@pytest.mark.parametrize(
+    ("new", "dropped", "refused"),
+    [
+        (plan(8, {"a": {}, "b": {}}), 10, True),  # an empty snapshot: every partition gone
+        (plan(8, {"a": {"t0": [0, 1, 2, 3, 4]}}), 5, False),  # exactly half: allowed
+        (plan(8, {"a": {"t0": [0, 1, 2, 3]}}), 6, True),  # more than half
+        (plan(8, {"a": {"t0": [0, 1, 2]}, "b": {"t0": [3, 4, 5]}}, {"t1": [0, 1, 2, 3]}), 0, False),
+        # a moved partition is not a dropped one; an unassigned partition still counts
+        (plan(8, {"b": {"t0": [0, 1, 2, 3, 4, 5], "t1": [0, 1, 2, 3]}}), 0, False),
+        # a renamed topic: the new partitions do not make up for the old ones
+        (plan(8, {"a": {"t0-new": list(range(20))}}), 10, True),
+        (plan(8, {"a": {"t0": [0, 1, 2, 3, 4, 5, 6, 7]}}), 4, False),  # t1 gone, t0 grew
+    ],
+)
+def test_dropped_partitions_and_the_limit(new: dict[str, Any], dropped: int, refused: bool) -> None:
+    found = shrink(TEN, new)
+    assert (found.previous, found.dropped, found.too_far) == (10, dropped, refused)
+    if refused:
+        with pytest.raises(ShrinkRefusedError) as err:
+            check_shrink(TEN, new, allow=False)
+        message = str(err.value)
+        assert "\n" not in message and "--allow-shrink" in message and "generation 7" in message
+        assert ("drops all 10 partitions" if dropped == 10 else f"drops {dropped} of the 10 partitions") in message
+    else:
+        assert check_shrink(TEN, new, allow=False) == found
+
+
+def test_allowed_it_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    empty = plan(8, {"a": {}})
+    found = check_shrink(TEN, empty, allow=True)
+    assert found is not None and found.dropped == 10
+    assert "drops all 10 partitions of generation 7" in caplog.text
+
+
+def test_no_previous_plan_or_an_empty_one_drops_nothing() -> None:
+    empty = plan(1, {"a": {}})
+    assert check_shrink(None, empty, allow=False) is None
+    assert check_shrink(empty, plan(2, {"a": {}}), allow=False) == shrink(empty, plan(2, {"a": {}}))
+    assert shrink(empty, TEN).dropped == 0
