@@ -20,7 +20,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,6 +45,10 @@ def _cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not text.startswith("-"):
             return text
+
+
+class _NotReady(Exception):
+    """The broker answers but is not ready for us yet."""
 
 
 class LocalKafka:
@@ -181,35 +184,39 @@ class LocalKafka:
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
-        deadline = time.monotonic() + self.start_timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
+        from spark_lag_assign.retry import within
+
+        def probe() -> None:
             assert self._proc is not None
-            if self._proc.poll() is not None:
+            if self._proc.poll() is not None:  # not retried: it will not come up
                 raise BrokerError(
                     f"Kafka broker exited with code {self._proc.returncode} while starting; see {self.log_path}"
                 )
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                pass
+            admin = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap_servers, request_timeout_ms=5000, client_id="sla-localkafka"
+            )
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    pass
-                admin = KafkaAdminClient(
-                    bootstrap_servers=self.bootstrap_servers, request_timeout_ms=5000, client_id="sla-localkafka"
-                )
-                try:
-                    # a group lookup succeeds only once the offsets topic exists and its
-                    # coordinator is loaded: then the broker is ready for everything we do
-                    if admin.describe_cluster().get("brokers"):
-                        admin.list_group_offsets("sla-readiness-probe")
-                        return
-                finally:
-                    admin.close()
-            except (OSError, KafkaError) as exc:
-                last = exc
-            time.sleep(0.5)
-        raise BrokerError(
-            f"Kafka broker did not answer on {self.bootstrap_servers} within {self.start_timeout:.0f}s "
-            f"({last}); see {self.log_path}"
-        )
+                # a group lookup succeeds only once the offsets topic exists and its
+                # coordinator is loaded: then the broker is ready for everything we do
+                if not admin.describe_cluster().get("brokers"):
+                    raise _NotReady("no broker registered yet")
+                admin.list_group_offsets("sla-readiness-probe")
+            finally:
+                admin.close()
+
+        policy = within(
+            self.start_timeout, lambda exc: isinstance(exc, (OSError, KafkaError, _NotReady)),
+            what="waiting for the local broker", first=0.5, most=0.5,
+        )  # fmt: skip
+        try:
+            policy(probe)
+        except (OSError, KafkaError, _NotReady) as last:
+            raise BrokerError(
+                f"Kafka broker did not answer on {self.bootstrap_servers} within {self.start_timeout:.0f}s "
+                f"({last}); see {self.log_path}"
+            ) from None
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
