@@ -102,20 +102,15 @@ def run_scale(
     return pd.DataFrame(rows)
 
 
-def run_job(topics: int, partitions: int, consumers: int, strategies: Sequence[str]) -> list[dict[str, object]]:
-    """The Spark job from a snapshot, one fresh process per run (``bench_job.run_once``).
-
-    The first row is the first strategy run as in production (lag and assignment in one Spark
-    job): the targets are read from it. The others time each phase apart.
-    """
+def run_job(
+    topics: int, partitions: int, consumers: int, strategies: Sequence[str], repeat: int = 1
+) -> list[dict[str, object]]:
+    """The Spark job from a CSV snapshot against its floor (``bench_job.compare``): one row per
+    strategy (fastest of ``repeat`` runs, ``floor_ratio`` = job / floor), then the floor's row."""
     with tempfile.TemporaryDirectory(prefix="sla-bench-") as tmp:
         snap, subs = bench_job.snapshot(topics, partitions, consumers, Path(tmp))
-        runs = [(strategies[0], False), *((s, True) for s in strategies)]
-        out = []
-        for s, split in runs:
-            result = bench_job.run_once(snap, subs, s, Path(tmp), split=split)
-            out.append({**result, "partitions": topics * partitions, "consumers": consumers})
-    return out
+        rows = bench_job.compare(snap, subs, strategies, Path(tmp), repeat=repeat)
+    return [{**r, "partitions": topics * partitions, "consumers": consumers} for r in rows]
 
 
 __all__ = ["CONSUMERS", "SIZES", "Stopped", "group", "run_job", "run_scale", "time_limit"]
