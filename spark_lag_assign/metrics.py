@@ -7,6 +7,9 @@
 - movement: partitions whose owner changed against the previous plan.
 
 Consumers with nothing assigned count, with zero partitions and zero lag.
+
+Lags are int64 (Kafka offsets are), but a sum of many of them is not: every total here is
+exact (``exact_sum``, ``exact_sums``: Python ints, never wrapped), and ratios are floats.
 """
 
 from __future__ import annotations
@@ -16,6 +19,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
+
+from spark_lag_assign.errors import InputError
+
+_LOW = np.int64(0xFFFFFFFF)
 
 
 @dataclass(frozen=True)
@@ -36,12 +43,68 @@ class Quality:
         return asdict(self)
 
 
+def _halves(values: object) -> tuple[np.ndarray, np.ndarray] | None:
+    """Integer values as ``high * 2**32 + low`` with both halves int64 (None: not an integer
+    array). Summing n halves cannot wrap for n < 2**31, so two numpy sums make an exact one."""
+    a = np.asarray(values)
+    if a.dtype.kind == "i":
+        a = a.astype(np.int64, copy=False)
+        return a >> 32, a & _LOW
+    if a.dtype.kind == "u":
+        a = a.astype(np.uint64, copy=False)
+        return (a >> np.uint64(32)).astype(np.int64), (a & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    return None
+
+
+def _as_int(value: object) -> int:
+    """One lag as a Python int: integers as they are, floats only when whole and finite."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and np.isfinite(value) and float(value).is_integer():
+        return int(value)
+    raise InputError(f"a lag must be a whole number of messages, not {value!r}")
+
+
+def exact_sum(values: object) -> int:
+    """The sum of integer lags as a Python int: exact, however many and however large."""
+    halves = _halves(values)
+    if halves is not None:
+        high, low = halves
+        return (int(high.sum()) << 32) + int(low.sum())
+    return sum(map(_as_int, np.asarray(values, dtype=object).ravel().tolist()))
+
+
+def exact_sums(keys: pd.Series | np.ndarray, values: pd.Series | np.ndarray) -> dict[object, int]:
+    """Per key, the exact sum of its values (``exact_sum`` by group), in order of first appearance."""
+    halves = _halves(values)
+    if halves is None:
+        out: dict[object, int] = {}
+        for k, v in zip(np.asarray(keys, dtype=object).tolist(), np.asarray(values, dtype=object).tolist()):
+            out[k] = out.get(k, 0) + _as_int(v)
+        return out
+    high, low = halves
+    grouped = pd.DataFrame({"k": np.asarray(keys), "high": high, "low": low}).groupby("k", sort=False)[["high", "low"]].sum()
+    return {k: (int(h) << 32) + int(lo) for k, h, lo in zip(grouped.index.tolist(), grouped["high"].tolist(), grouped["low"].tolist())}
+
+
 def per_consumer(assignment: pd.DataFrame, consumers: Sequence[str]) -> pd.DataFrame:
-    """consumer -> partitions, lag; every consumer in ``consumers``, sorted, zeros where empty."""
-    grouped = assignment.groupby("consumer", sort=False).agg(partitions=("partition", "size"), lag=("lag", "sum"))
-    out = grouped.reindex(sorted(consumers), fill_value=0)
-    out.index.name = "consumer"
-    return out.astype({"partitions": np.int64, "lag": np.int64})
+    """consumer -> partitions, lag; every consumer in ``consumers``, sorted, zeros where empty.
+
+    ``lag`` is int64 while every consumer's total fits, Python ints (object) beyond: never wrapped.
+    """
+    names = sorted(consumers)
+    sizes = assignment.groupby("consumer", sort=False).size()
+    totals = exact_sums(assignment["consumer"], assignment["lag"]) if len(assignment) else {}
+    lags = [totals.get(c, 0) for c in names]
+    fits = all(-(2**63) <= v < 2**63 for v in lags)
+    out = pd.DataFrame(
+        {
+            "partitions": sizes.reindex(names, fill_value=0).to_numpy(dtype=np.int64),
+            "lag": np.array(lags, dtype=np.int64 if fits else object),
+        },
+        index=pd.Index(names, name="consumer", dtype=object),
+    )
+    return out
 
 
 def topic_spread(assignment: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> int:
@@ -86,10 +149,11 @@ def quality(
     """The metrics of an assignment DataFrame[consumer, topic, partition, lag]."""
     table = per_consumer(assignment, list(subscriptions))
     n = len(table)
-    total = int(table["lag"].sum())
-    max_lag = int(table["lag"].max()) if n else 0
-    mean = total / n if n else 0.0
-    largest = int(assignment["lag"].max()) if len(assignment) else 0
+    lags = [int(v) for v in table["lag"].tolist()]  # Python ints: their sum and ratios are exact
+    total = sum(lags)
+    max_lag = max(lags) if n else 0
+    mean = total / n if n else 0.0  # int / int: correctly rounded, whatever the size
+    largest = _as_int(assignment["lag"].max()) if len(assignment) else 0
     lb = max(mean, float(largest))
     return Quality(
         consumers=n,

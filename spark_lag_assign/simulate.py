@@ -37,6 +37,7 @@ import pandas as pd
 
 from spark_lag_assign.errors import InputError
 from spark_lag_assign.lag import validate_offsets
+from spark_lag_assign.metrics import exact_sum, exact_sums
 from spark_lag_assign.rates import check_rate
 
 KEY = ["topic", "partition"]
@@ -46,7 +47,8 @@ KEY = ["topic", "partition"]
 class Drain:
     """The outcome of playing one plan forward; times in seconds, ``inf`` where it never drains."""
 
-    #: per consumer (index, sorted): partitions, lag, rate, produce_rate, time_to_drain, peak_partition_lag
+    #: per consumer (index, sorted): partitions, lag, rate, produce_rate, time_to_drain, peak_partition_lag;
+    #: ``lag`` is exact (int64, or Python ints where a total exceeds int64) for integer lags
     consumers: pd.DataFrame
     #: per assigned partition: topic, partition, consumer, lag, produce_rate, time_to_drain, peak_lag
     partitions: pd.DataFrame
@@ -58,6 +60,8 @@ class Drain:
     peak_total_lag: float
     #: the largest lag any one partition reaches while the plan drains
     peak_partition_lag: float
+    #: the group's total lag now: exact for integer lags
+    backlog: int | float = 0
 
     @property
     def never_drains(self) -> list[str]:
@@ -120,7 +124,8 @@ def _join_inputs(
     if rows["lag"].isna().any():
         r = rows[rows["lag"].isna()].iloc[0]
         raise InputError(f"assignment: partition {r.topic}-{r.partition} is not in the lags")
-    rows["lag"] = rows["lag"].astype(float)
+    if rows["lag"].dtype.kind not in "iu":  # integer lags stay exact: their totals must not wrap or round
+        rows["lag"] = rows["lag"].astype(float)
     if produce_rates is None:
         rows["produce_rate"] = 0.0
     else:
@@ -231,7 +236,7 @@ def simulate(
     owners = rows["consumer"].to_numpy()
     bounds = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(rows) else np.zeros(0, dtype=int)
     ends = np.r_[bounds[1:], len(rows)].astype(int)
-    lag_values = rows["lag"].to_numpy()
+    lag_values = rows["lag"].to_numpy(dtype=float)  # the fluid model runs in floats; totals below stay exact
     produce_values = rows["produce_rate"].to_numpy()
     for start, end in zip(bounds.astype(int), ends):
         d, p = _drain_partitions(lag_values[start:end], produce_values[start:end], float(rates[owners[start]]))
@@ -239,23 +244,25 @@ def simulate(
     partitions = rows.assign(time_to_drain=done, peak_lag=peak)
 
     grouped = partitions.groupby("consumer", sort=True).agg(
-        partitions=("partition", "size"), lag=("lag", "sum"), produce_rate=("produce_rate", "sum"),
-        peak_partition_lag=("peak_lag", "max"),
+        partitions=("partition", "size"), produce_rate=("produce_rate", "sum"), peak_partition_lag=("peak_lag", "max"),
     )
     table = grouped.reindex(rates.index, fill_value=0)
     table["partitions"] = table["partitions"].astype(np.int64)
+    table.insert(1, "lag", _consumer_lags(rows, rates.index))
     table["rate"] = rates
     spare = table["rate"] - table["produce_rate"]
+    lag = np.array([float(v) for v in table["lag"].tolist()])  # int -> float correctly rounded, never wrapped
     # closed form of the consumer's total (see the module docstring); it agrees with the per-partition replay
     table["time_to_drain"] = np.where(
-        table["lag"] <= 0, np.where(spare >= 0, 0.0, math.inf), np.where(spare > 0, table["lag"] / spare.clip(lower=1e-300), math.inf)
+        lag <= 0, np.where(spare >= 0, 0.0, math.inf), np.where(spare > 0, lag / spare.clip(lower=1e-300).to_numpy(), math.inf)
     )
     table = table[["partitions", "lag", "rate", "produce_rate", "time_to_drain", "peak_partition_lag"]]
     table.index.name = "consumer"
 
     total_rate = float(rates.sum())
     total_produce = float(rows["produce_rate"].sum())
-    total_lag = float(rows["lag"].sum())
+    exact_total = exact_sum(rows["lag"]) if rows["lag"].dtype.kind in "iu" else float(rows["lag"].sum())
+    total_lag = float(exact_total)
     spare_group = total_rate - total_produce
     if total_lag == 0 and spare_group >= 0:
         lower = 0.0
@@ -265,8 +272,8 @@ def simulate(
         # one partition can only be read by one consumer, at the fastest consumer's rate at best
         fastest = float(rates.max())
         headroom = (fastest - rows["produce_rate"]).to_numpy()
-        alone = np.divide(rows["lag"].to_numpy(), headroom, out=np.full(len(rows), math.inf), where=headroom > 0)
-        alone = np.where((rows["lag"].to_numpy() == 0) & (headroom >= 0), 0.0, alone)
+        alone = np.divide(lag_values, headroom, out=np.full(len(rows), math.inf), where=headroom > 0)
+        alone = np.where((lag_values == 0) & (headroom >= 0), 0.0, alone)
         lower = max(total_lag / spare_group, float(alone.max()) if len(alone) else 0.0)
     growing = bool((table["produce_rate"] > table["rate"]).any())
     return Drain(
@@ -276,7 +283,18 @@ def simulate(
         lower_bound=lower,
         peak_total_lag=math.inf if growing else total_lag,
         peak_partition_lag=float(peak.max()) if len(peak) else 0.0,
+        backlog=exact_total,
     )
+
+
+def _consumer_lags(rows: pd.DataFrame, consumers: pd.Index) -> np.ndarray:
+    """Each consumer's total lag: exact for integer lags (int64 while it fits, Python ints beyond)."""
+    if rows["lag"].dtype.kind not in "iu":
+        sums = rows.groupby("consumer", sort=False)["lag"].sum()
+        return sums.reindex(consumers, fill_value=0.0).to_numpy(dtype=float)
+    totals = exact_sums(rows["consumer"], rows["lag"]) if len(rows) else {}
+    values = [totals.get(c, 0) for c in consumers.tolist()]
+    return np.array(values, dtype=np.int64 if all(v < 2**63 for v in values) else object)
 
 
 def produce_rates(earlier: pd.DataFrame, later: pd.DataFrame, interval: float) -> pd.DataFrame:
@@ -320,6 +338,13 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
 
 
+def _count(value: object) -> str:
+    """A lag with thousands separators: exact for integers, rounded for float lags."""
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    return f"{float(value):,.0f}"  # type: ignore[arg-type]
+
+
 def _grid(rows: list[list[str]], left: int = 1) -> str:
     """Columns padded to their widest cell; the first ``left`` columns flush left, numbers flush right."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -333,11 +358,13 @@ def consumer_table(drain: Drain, limit: int = 10) -> str:
     """The slowest ``limit`` consumers: partitions, lag, produce rate, time to drain."""
     table = drain.consumers.sort_values(["time_to_drain", "lag"], ascending=False, kind="stable")
     rows = [["consumer", "partitions", "lag", "produced/s", "rate/s", "drains in"]]
-    for consumer, r in table.head(limit).iterrows():
-        rows.append(
-            [str(consumer), str(int(r["partitions"])), f"{r['lag']:,.0f}", f"{r['produce_rate']:,.1f}",
-             f"{r['rate']:,.1f}", duration(r["time_to_drain"])]
-        )
+    top = table.head(limit)
+    # column by column: a row of mixed dtypes would turn an exact int64 lag into a float
+    for consumer, parts, lag, produce, rate, t in zip(
+        top.index.tolist(), top["partitions"].tolist(), top["lag"].tolist(), top["produce_rate"].tolist(),
+        top["rate"].tolist(), top["time_to_drain"].tolist(),
+    ):
+        rows.append([str(consumer), str(int(parts)), _count(lag), f"{produce:,.1f}", f"{rate:,.1f}", duration(t)])
     text = _grid(rows)
     if len(table) > limit:
         text += f"\n... and {len(table) - limit} more consumers, none slower"

@@ -151,3 +151,43 @@ def test_movement_does_not_depend_on_the_row_order_of_the_previous_plan() -> Non
     after = plan(("C0", "t0", 0, 1))
     before = previous(("C1", "t0", 0), ("C0", "t0", 0))
     assert moved(after, before) == moved(after, before.iloc[::-1])
+
+
+# -- totals past int64 (issue 15): four partitions of lag 2**62 add up to 2**64 ---------------------
+
+BIG = 2**62
+HUGE = plan(("C0", "t0", 0, BIG), ("C0", "t0", 1, BIG), ("C1", "t0", 2, BIG), ("C1", "t0", 3, BIG - 1))
+
+
+def test_totals_past_int64_are_exact_never_wrapped() -> None:
+    assert HUGE["lag"].dtype == "int64"  # each lag fits; int64 sums of them wrap to negative numbers
+    table = per_consumer(HUGE, ["C0", "C1", "idle"])
+    assert table["lag"].tolist() == [2**63, 2**63 - 1, 0]
+    q = quality(HUGE, {"C0": ["t0"], "C1": ["t0"], "idle": ["t0"]})
+    assert q.total_lag == 2**64 - 1
+    assert q.max_lag == 2**63
+    assert q.mean_lag == pytest.approx((2**64 - 1) / 3)
+    # LB = total / 3 > largest partition 2**62: max / LB = 2**63 / ((2**64 - 1) / 3) = 1.5
+    assert q.optimality == pytest.approx(1.5)
+    assert q.lag_imbalance == pytest.approx(1.5)
+
+
+def test_exact_sums_agree_with_python_ints_on_int64_extremes() -> None:
+    from spark_lag_assign.metrics import exact_sum, exact_sums
+
+    values = [2**63 - 1, 2**63 - 1, -(2**63), 5, 0, 2**62]
+    assert exact_sum(pd.Series(values, dtype="int64")) == sum(values)
+    keys = ["a", "b", "a", "b", "c", "a"]
+    assert exact_sums(pd.Series(keys), pd.Series(values, dtype="int64")) == {
+        "a": 2**63 - 1 - 2**63 + 2**62, "b": 2**63 - 1 + 5, "c": 0
+    }
+    assert exact_sum(pd.Series([2**64, 1], dtype=object)) == 2**64 + 1  # Python ints stay Python ints
+
+
+def test_a_lag_that_is_no_whole_number_is_refused_by_the_exact_sum() -> None:
+    from spark_lag_assign.errors import InputError
+    from spark_lag_assign.metrics import exact_sum
+
+    assert exact_sum(pd.Series([1.0, 2.0])) == 3
+    with pytest.raises(InputError, match="whole number"):
+        exact_sum(pd.Series([1.5]))

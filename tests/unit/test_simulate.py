@@ -223,3 +223,18 @@ def test_importing_the_simulation_pulls_in_no_spark() -> None:
     code = "import sys, spark_lag_assign.simulate\nprint(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_consumer_totals_past_int64_are_exact_and_the_bound_is_right() -> None:
+    big = 2**62 + 1  # + 1: a float total would round it away
+    backlog = lags(("t", 0, big), ("t", 1, big), ("t", 2, big), ("t", 3, big))
+    assert backlog["lag"].dtype == "int64"
+    d = simulate(backlog, plan(("a", "t", 0), ("a", "t", 1), ("b", "t", 2), ("b", "t", 3)), rate=2.0**40)
+    assert d.consumers["lag"].tolist() == [2**63 + 2, 2**63 + 2]  # int64 sums would wrap to negative
+    assert d.backlog == 2**64 + 4
+    # each consumer drains ~2**63 at 2**40/s; the group cannot beat ~2**64 over 2 * 2**40/s: optimal
+    assert d.time_to_drain == pytest.approx(2.0**23)
+    assert d.time_to_drain / d.lower_bound == pytest.approx(1.0)
+    from spark_lag_assign.simulate import consumer_table
+
+    assert "9,223,372,036,854,775,810" in consumer_table(d)
