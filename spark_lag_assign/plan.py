@@ -11,62 +11,32 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from spark_lag_assign.errors import InputError, PlanError
+from spark_lag_assign.metrics import exact_sum, exact_sums
+from spark_lag_assign.planformat import (
+    CONSUMER_ID_PATTERN,
+    FORMAT_VERSION,
+    ConsumerPlan,
+    Plan,
+    PlanFormatError,
+    check_plan,
+    parse_plan,
+)
 from spark_lag_assign.subscriptions import distinct
 
 if TYPE_CHECKING:
     from spark_lag_assign.rates import Observation, Rates
 
-FORMAT_VERSION = 1
-CONSUMER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}")  # always fullmatch: "$" would let a trailing newline in
+CONSUMER_ID = re.compile(CONSUMER_ID_PATTERN[1:-1])  # always fullmatch: "$" would let a trailing newline in
 
 PLAN_COLUMNS = ("consumer", "topic", "partition", "lag", "starting_offset")
-
-
-class ConsumerPlan(TypedDict):
-    assign: dict[str, list[int]]  # the Kafka source's ``assign``: topic -> partitions ascending
-    startingOffsets: dict[str, dict[str, int]]  # topic -> {"partition": offset}; -2 earliest, -1 latest
-    partitions: int
-    lag: int
-    subscriptions: list[str] | str  # "*": every topic of the plan
-    # with rates (build_plan(..., rates=...)): records per second, seconds; null where unknown or never
-    read_rate: NotRequired[float | None]
-    read_rate_source: NotRequired[str | None]  # measured, configured, floor (caught up: a lower bound)
-    produce_rate: NotRequired[float]
-    drain_seconds: NotRequired[float | None]
-    keeps_up: NotRequired[bool | None]  # false: producers append at least as fast as it reads
-    partition_drain_seconds: NotRequired[dict[str, dict[str, float | None]]]  # topic -> {"partition": seconds}
-
-
-class Plan(TypedDict):
-    format: int
-    generation: int
-    strategy: str
-    created: str  # ISO 8601, UTC
-    group: str | None
-    source: str
-    reset: str
-    seed: int
-    options: dict[str, Any]
-    topics: list[str]  # every planned topic
-    consumers: dict[str, ConsumerPlan]
-    unassigned: dict[str, list[int]]  # partitions of topics nobody subscribes to
-    totals: dict[str, int]
-    quality: dict[str, Any]
-    # time to drain (issue 12): the slowest consumer's seconds, null where unknown or never
-    drain_seconds: NotRequired[float | None]
-    rates_source: NotRequired[str]  # measured, configured, measured+configured, none
-    rates_estimated: NotRequired[bool]  # true: fewer than two observations (produce rates taken as 0)
-    cannot_keep_up: NotRequired[list[str]]  # consumers whose producers outrun them: they never drain
-    rates_notes: NotRequired[list[str]]
-    observed: NotRequired[dict[str, Any]]  # end and committed offsets and their time: the next run's rates
 
 
 def check_consumer_ids(consumers: Sequence[str]) -> None:
@@ -113,13 +83,12 @@ def build_plan(
             "startingOffsets": {},
             "partitions": 0,
             "lag": 0,
-            "subscriptions": listed[tuple(subscriptions[c])],
+            "subscriptions": listed[tuple(subscriptions[c])],  # type: ignore[typeddict-item]  # "*" or topics
         }
         for c in sorted(subscriptions)
     }
     has_owner = rows["consumer"].notna().to_numpy()
     assigned = rows[has_owner].sort_values(["consumer", "topic", "partition"], kind="stable")
-    lag = assigned["lag"].to_numpy(dtype=np.int64)
     current_consumer: object = None
     current_topic: object = None
     for c, t, p, o in zip(
@@ -138,10 +107,12 @@ def build_plan(
         parts.append(p)
         starts[str(p)] = o
     if len(assigned):
-        totals = assigned.groupby("consumer", sort=False)["lag"].agg(["size", "sum"])
-        for consumer, (size, total) in zip(totals.index, totals.to_numpy().tolist()):
+        sizes = assigned.groupby("consumer", sort=False).size()
+        for consumer, size in zip(sizes.index.tolist(), sizes.tolist()):
             consumers[consumer]["partitions"] = int(size)
-            consumers[consumer]["lag"] = int(total)
+        # exact: a consumer's lags may add up past int64
+        for consumer, total in exact_sums(assigned["consumer"], assigned["lag"]).items():
+            consumers[consumer]["lag"] = total  # type: ignore[index]
     unassigned_rows = rows[~has_owner].sort_values(["topic", "partition"], kind="stable")
     unassigned = {
         str(t): sorted(int(p) for p in g["partition"]) for t, g in unassigned_rows.groupby("topic", sort=True)
@@ -150,10 +121,10 @@ def build_plan(
         "format": FORMAT_VERSION,
         "generation": int(generation),
         "strategy": strategy,
-        "created": (created or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": (created or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "group": group,
         "source": source,
-        "reset": reset,
+        "reset": reset,  # type: ignore[typeddict-item]  # checked by the lag rules and by check_plan
         "seed": int(seed),
         "options": dict(options or {}),
         "topics": planned,
@@ -163,16 +134,16 @@ def build_plan(
             "partitions": len(rows),
             "assigned": len(assigned),
             "unassigned": len(unassigned_rows),
-            "lag": int(lag.sum()),
+            "lag": exact_sum(assigned["lag"]),
         },
-        "quality": dict(quality or {}),
+        "quality": dict(quality or {}),  # type: ignore[typeddict-item]  # metrics.Quality.as_dict()
     }
     if rates is not None:
         _add_times(doc, assigned, rates)
     if observed is not None:
         from spark_lag_assign.rates import observation_json
 
-        doc["observed"] = observation_json(observed)
+        doc["observed"] = observation_json(observed)  # type: ignore[typeddict-item]
     return doc
 
 
@@ -206,7 +177,7 @@ def _add_times(doc: Plan, assigned: pd.DataFrame, rates: Rates) -> None:
         rate = rates.read.get(consumer)
         p = float(produce[s:e].sum())
         entry["read_rate"] = rate
-        entry["read_rate_source"] = rates.read_source.get(consumer)
+        entry["read_rate_source"] = rates.read_source.get(consumer)  # type: ignore[typeddict-item]
         entry["produce_rate"] = round(p, 6)
         if rate is None:
             entry["drain_seconds"], entry["keeps_up"] = None, None
@@ -228,7 +199,7 @@ def _add_times(doc: Plan, assigned: pd.DataFrame, rates: Rates) -> None:
             by_topic.setdefault(topics[i], {})[str(partitions[i])] = _seconds(d)
         entry["partition_drain_seconds"] = by_topic
     doc["drain_seconds"] = None if stuck or slowest is None else round(slowest, 3)
-    doc["rates_source"] = rates.source
+    doc["rates_source"] = rates.source  # type: ignore[typeddict-item]
     doc["rates_estimated"] = rates.estimated
     doc["cannot_keep_up"] = stuck
     doc["rates_notes"] = list(rates.notes)
@@ -283,35 +254,37 @@ def assignment_frame(plan: Plan) -> pd.DataFrame:
 # -- reading ---------------------------------------------------------------------------
 
 
-def _check_plan(doc: Any, where: str) -> Plan:
-    if not isinstance(doc, dict):
-        raise PlanError(f"{where}: not a plan (expected a JSON object)")
-    missing = [k for k in ("format", "generation", "strategy", "consumers") if k not in doc]
-    if missing:
-        raise PlanError(f"{where}: not a plan (missing {', '.join(missing)})")
-    if doc["format"] != FORMAT_VERSION:
-        raise PlanError(f"{where}: plan format {doc['format']!r} is not supported (expected {FORMAT_VERSION})")
-    for consumer, entry in doc["consumers"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("assign"), dict):
-            raise PlanError(f"{where}: consumer {consumer!r} has no assign object")
-    return doc  # type: ignore[return-value]
-
-
 def read_plan_file(path: str | Path) -> Plan:
+    """The plan in a plan.json file, checked (``PlanFormatError``: one line, naming the file)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise PlanError(f"no plan at {path}") from None
     except OSError as exc:
         raise PlanError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    return _check_plan(doc, str(path))
+    return parse_plan(data, str(path))
 
 
 def read_plan(directory: str | Path) -> Plan:
     """The current plan of an output directory."""
     return read_plan_file(Path(directory) / "plan.json")
+
+
+__all__ = [
+    "FORMAT_VERSION",
+    "PLAN_COLUMNS",
+    "ConsumerPlan",
+    "Plan",
+    "PlanFormatError",
+    "assign_json",
+    "assignment_frame",
+    "build_plan",
+    "check_consumer_ids",
+    "check_plan",
+    "parse_plan",
+    "plan_json",
+    "read_plan",
+    "read_plan_file",
+    "starting_offsets_json",
+]

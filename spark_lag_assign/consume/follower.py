@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign import plan as plan_io
-from spark_lag_assign.consume.committer import CommitFunction, ProgressCommitter, commit_listener
+from spark_lag_assign.consume.committer import (
+    CommitFunction,
+    ProgressCommitter,
+    commit_listener,
+)
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence
 from spark_lag_assign.consume.options import (
     Offsets,
@@ -46,7 +50,14 @@ from spark_lag_assign.consume.protocol import (
     Write,
     names,
 )
-from spark_lag_assign.consume.reading import AssignedStream, as_store, consumer_entry, holds_of, load_plan, stream_for
+from spark_lag_assign.consume.reading import (
+    AssignedStream,
+    as_store,
+    consumer_entry,
+    holds_of,
+    load_plan,
+    stream_for,
+)
 from spark_lag_assign.errors import (
     CommitFencedError,
     HandoverTimeoutError,
@@ -55,6 +66,7 @@ from spark_lag_assign.errors import (
     PlanError,
     one_line,
 )
+from spark_lag_assign.planformat import PlanFormatError
 from spark_lag_assign.store import ClaimFencedError, ClaimRecord, Store, StoreError
 from spark_lag_assign.uris import join_uri
 
@@ -163,6 +175,7 @@ class PlanFollower:
         self._committed: Offsets = {}
         self._refusals = 0
         self._failure: BaseException | None = None  # the query's own error, raised when the run ends
+        self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
 
     # -- public
 
@@ -343,6 +356,7 @@ class PlanFollower:
     def _saw_plan(self, plan: plan_io.Plan) -> None:
         assert self._core is not None
         generation = int(plan["generation"])
+        self._plan_trouble = None
         if generation > self._core.plan_generation:
             self._plans[generation] = plan
             for old in [g for g in self._plans if g < generation - 1]:
@@ -386,8 +400,8 @@ class PlanFollower:
         timeout = max(0.0, min(action.until - self.clock(), self.poll_interval))
         try:
             plan = self.store.wait_for_plan(action.newer_than, timeout)
-        except StoreError as exc:
-            log.warning("%s: reading the plan failed, retrying: %s", self.consumer, exc)
+        except (StoreError, PlanFormatError) as exc:
+            self._unreadable_plan(exc)
             self._pause(min(1.0, timeout))
             return
         if plan is not None:
@@ -443,7 +457,14 @@ class PlanFollower:
         return starting
 
     def _start(self, core: Handover, action: Start) -> None:
-        plan = self._plans.get(action.generation) or self.store.get(action.generation)
+        plan = self._plans.get(action.generation)
+        if plan is None:
+            try:
+                plan = self.store.get(action.generation)
+            except (StoreError, PlanFormatError) as exc:
+                self._unreadable_plan(exc)
+                self._pause(1.0)
+                return  # the state machine asks to start again
         if plan is None:
             raise PlanError(f"generation {action.generation} is gone from {self.store.uri} before {self.consumer} started it")
         assign = _assign_of(action.holds)
@@ -510,14 +531,25 @@ class PlanFollower:
         step = min(action.until - now, 1.0 if core.reading is not None or action.blockers else self.poll_interval)
         try:
             plan = self.store.wait_for_plan(core.plan_generation, max(0.05, step))
-        except StoreError as exc:
-            log.warning("%s: reading the plan failed: %s", self.consumer, exc)
+        except (StoreError, PlanFormatError) as exc:
+            self._unreadable_plan(exc)
             self._pause(min(1.0, max(0.05, step)))
             return
         if plan is not None:
             self._saw_plan(plan)
             return
         self._read_claims(core)
+
+    def _unreadable_plan(self, exc: BaseException) -> None:
+        """A plan that cannot be read or is not a plan: keep the current generation, say so
+        once per distinct problem (the loop retries at its poll interval), never stop."""
+        why = " ".join(str(exc).split())
+        if why != self._plan_trouble:
+            self._plan_trouble = why
+            log.warning(
+                "%s keeps generation %d: reading the plan failed, retrying: %s",
+                self.consumer, self._core.plan_generation if self._core is not None else 0, why,
+            )  # fmt: skip
 
     def _pause(self, seconds: float) -> None:
         self._stopping.wait(max(0.0, seconds))

@@ -62,7 +62,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign import atomic
-from spark_lag_assign.errors import ConfigError, InputError, PlanError
+from spark_lag_assign.errors import ConfigError, InputError
 from spark_lag_assign.store.base import (
     ClaimFencedError,
     ClaimRecord,
@@ -366,7 +366,7 @@ class DirectoryStore(Store):
 
     def _read(self, generation: int, parse: bool = True) -> Plan | bool | str | None:
         """One generation: the plan (or True unparsed) if complete, a reason if damaged, None if gone."""
-        from spark_lag_assign.plan import _check_plan
+        from spark_lag_assign.planformat import PlanFormatError, parse_plan
 
         try:
             raw = self._fs.read(self._path(f"{generation:06d}.manifest.json"))
@@ -396,9 +396,9 @@ class DirectoryStore(Store):
         if not parse:
             return True
         try:
-            doc = _check_plan(json.loads(data), f"generation {generation}")
-        except (ValueError, PlanError) as exc:
-            return f"{directory}/plan.json is not a plan ({' '.join(str(exc).split())})"
+            doc = parse_plan(data, f"{directory}/plan.json")
+        except PlanFormatError as exc:
+            return str(exc)
         if doc.get("generation") != generation:
             return f"{directory}/plan.json holds generation {doc.get('generation')!r}"
         return doc
@@ -654,14 +654,14 @@ class _DirectoryPublisher(Publisher):
         return self._next
 
     def publish(self, plan: Plan) -> None:
-        from spark_lag_assign.plan import _check_plan
+        from spark_lag_assign.planformat import check_plan
 
         generation = plan.get("generation") if isinstance(plan, dict) else None
         if generation != self._next:
             raise ValueError(
                 f"store {self._store.uri}: the plan's generation {generation!r} is not the next generation {self._next}"
             )
-        _check_plan(plan, f"store {self._store.uri}: generation {generation}")
+        check_plan(plan, f"store {self._store.uri}: generation {generation}")
         try:
             self._store._publish(plan)
         except StoreError:

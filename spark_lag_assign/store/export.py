@@ -40,9 +40,9 @@ _JSON = re.compile(r"^[^.].*\.json$")
 
 
 def _files(plan: Plan) -> dict[str, bytes]:
-    from spark_lag_assign.plan import _check_plan, assign_json, plan_json, starting_offsets_json
+    from spark_lag_assign.plan import assign_json, check_plan, plan_json, starting_offsets_json
 
-    _check_plan(plan, "export")
+    check_plan(plan, "export")
     parts = {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
     files: dict[str, bytes] = {}
     for consumer, (assign, starting) in parts.items():

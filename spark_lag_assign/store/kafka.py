@@ -79,7 +79,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spark_lag_assign.errors import ConfigError, one_line
-from spark_lag_assign.plan import Plan, _check_plan, check_consumer_ids
+from spark_lag_assign.plan import Plan, check_consumer_ids
+from spark_lag_assign.planformat import check_plan, parse_plan_parts
 from spark_lag_assign.store.base import (
     ClaimFencedError,
     ClaimRecord,
@@ -379,12 +380,11 @@ class _PlansView:
         values = [kept[k] for k in keys]
         if verify and _digest(zip(keys, values)) != manifest["sha256"]:
             raise ValueError("checksum mismatch: a record was overwritten")
-        try:
-            doc = json.loads(b"".join(values[: int(manifest["plan"])]))
-            doc["consumers"] = {c: json.loads(b"".join(values[a:b])) for c, a, b in spans}
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"undecodable ({one_line(exc)})") from None
-        plan = _check_plan(doc, f"{self.store.uri} generation {generation}")
+        plan = parse_plan_parts(
+            b"".join(values[: int(manifest["plan"])]),
+            {c: b"".join(values[a:b]) for c, a, b in spans},
+            f"{self.store.uri} generation {generation}",
+        )
         if plan["generation"] != generation:
             raise ValueError(f"holds generation {plan['generation']}")
         return plan
@@ -808,7 +808,7 @@ class _KafkaPublisher(Publisher):
         generation = plan.get("generation") if isinstance(plan, dict) else None
         if generation != self._next:
             raise ValueError(f"plan generation {generation!r} is not the next generation {self._next} of {store.uri}")
-        _check_plan(plan, f"{store.uri} generation {generation}")
+        check_plan(plan, f"{store.uri} generation {generation}")
         records, manifest = encode_plan(plan)
         with store._plans.log.lock:
             cutoff = self._next - store.history + 1

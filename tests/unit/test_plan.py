@@ -116,7 +116,7 @@ def test_a_store_path_that_is_a_file_is_one_line_and_untouched(tmp_path: Path) -
     [
         ("{not json", "not valid JSON"),
         ("[1, 2]", "not a plan"),
-        ('{"format": 1, "generation": 1}', "missing strategy, consumers"),
+        ('{"format": 1, "generation": 1}', "missing strategy, created"),
         ('{"format": 99, "generation": 1, "strategy": "lag", "consumers": {}}', "format 99 is not supported"),
     ],
 )
@@ -176,3 +176,21 @@ def test_killing_a_writer_at_any_moment_leaves_a_whole_plan(tmp_path: Path, dela
             publisher.publish(make(nxt))
         latest = store.latest()
     assert latest is not None and latest["generation"] == nxt
+
+
+def test_plan_totals_past_int64_are_exact_in_the_document_and_in_plan_json(tmp_path: Path) -> None:
+    big = 2**62
+    huge = pd.DataFrame(
+        [("C0", "t0", 0, big, 1), ("C0", "t0", 1, big, 2), ("C1", "t0", 2, big, 3), ("C1", "t0", 3, big, 2**63 - 1)],
+        columns=list(plan_io.PLAN_COLUMNS),
+    )
+    doc = plan_io.build_plan(huge, {"C0": ["t0"], "C1": ["t0"]}, generation=1, strategy="range", reset="latest")
+    assert (doc["consumers"]["C0"]["lag"], doc["consumers"]["C1"]["lag"]) == (2**63, 2**63)
+    assert doc["totals"]["lag"] == 2**64
+    publish(tmp_path, doc)
+    again = plan_io.read_plan(tmp_path)
+    assert again["totals"]["lag"] == 2**64 and again["consumers"]["C1"]["startingOffsets"]["t0"]["3"] == 2**63 - 1
+    from spark_lag_assign import report
+
+    assert "lag 18,446,744,073,709,551,616" in report.summary(again)
+    assert "50.0%" in report.consumer_table(again)

@@ -1,0 +1,364 @@
+"""The plan document's format, checked in one place: ``parse_plan`` for bytes, ``check_plan`` for a dict.
+
+Every reader of a plan (the stores, hence ``show``, the planner's previous plan,
+``read_assigned`` and ``PlanFollower``) and every publisher goes through this module, so a
+plan that is not UTF-8, not JSON or of the wrong shape is refused in one line
+(``PlanFormatError``) before anything acts on it, never halfway through a run.
+
+The model is the ``Plan`` TypedDict below, validated by pydantic in strict mode (a string
+generation or a partition ``"0"`` is refused, not coerced) and published as a JSON Schema at
+``conf/plan.schema.json`` (``python -m spark_lag_assign.planformat`` prints it; a test keeps
+the two equal). Fields this version does not know are kept and ignored, so a newer planner
+may add optional fields without breaking older pipelines; an incompatible change bumps
+``format``.
+
+Numbers: Kafka offsets are int64, so offsets lie in ``[0, 2**63)`` (``-2`` earliest and
+``-1`` latest as starting offsets) and partitions in ``[0, 2**31)``. Lags and their totals
+are exact integers with no upper bound (a sum of many int64 lags exceeds int64); rates and
+seconds are finite numbers or null.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from collections.abc import Mapping
+from itertools import islice
+from typing import Annotated, Any, Final, Literal, NotRequired
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from typing_extensions import TypedDict
+
+from spark_lag_assign.errors import InputError, PlanError
+
+FORMAT_VERSION: Final = 1
+INT64_LIMIT: Final = 2**63  # Kafka offsets are int64: every offset is below this
+PARTITION_LIMIT: Final = 2**31  # Kafka partitions are int32
+SCHEMA_ID: Final = "https://github.com/spark-lag-assign/spark-lag-assign/conf/plan.schema.json"
+
+#: a consumer id names files and Kafka keys; always matched whole ("$" would let a trailing newline in with ``re``)
+CONSUMER_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}$"
+_PARTITION_KEY_PATTERN: Final = r"^(0|[1-9][0-9]{0,9})$"  # a partition number as an object key
+
+_STRICT = ConfigDict(strict=True, extra="allow")
+
+
+class PlanFormatError(InputError, PlanError):
+    """A plan document that is not UTF-8, not JSON or not of the plan's shape (one line:
+    where it came from and the first problem)."""
+
+
+Partition = Annotated[int, Field(ge=0, lt=PARTITION_LIMIT)]
+PartitionKey = Annotated[str, Field(pattern=_PARTITION_KEY_PATTERN)]
+Offset = Annotated[int, Field(ge=0, lt=INT64_LIMIT)]
+StartingOffset = Annotated[int, Field(ge=-2, lt=INT64_LIMIT, description="-2: earliest, -1: latest, else an offset")]
+Count = Annotated[int, Field(ge=0)]
+Lag = Annotated[int, Field(ge=0, description="messages; exact, unbounded (a total of int64 lags)")]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Rate = Annotated[float, Field(ge=0, allow_inf_nan=False, description="records per second")]
+ConsumerId = Annotated[str, Field(pattern=CONSUMER_ID_PATTERN)]
+Topic = Annotated[str, Field(min_length=1)]
+Assign = dict[Topic, list[Partition]]
+
+
+@with_config(_STRICT)
+class ConsumerPlan(TypedDict):
+    """One consumer's part of a plan."""
+
+    assign: Assign  # the Kafka source's ``assign``: topic -> partitions ascending
+    startingOffsets: dict[Topic, dict[PartitionKey, StartingOffset]]  # topic -> {"partition": offset}
+    partitions: Count
+    lag: Lag
+    subscriptions: list[Topic] | Literal["*"]  # "*": every topic of the plan
+    # with rates (build_plan(..., rates=...)): records per second, seconds; null where unknown or never
+    read_rate: NotRequired[Rate | None]
+    read_rate_source: NotRequired[Literal["measured", "configured", "floor"] | None]  # floor: caught up, a lower bound
+    produce_rate: NotRequired[Rate]
+    drain_seconds: NotRequired[Seconds | None]
+    keeps_up: NotRequired[bool | None]  # false: producers append at least as fast as it reads
+    partition_drain_seconds: NotRequired[dict[Topic, dict[PartitionKey, Seconds | None]]]
+
+
+@with_config(_STRICT)
+class Totals(TypedDict):
+    """Partition counts and the total lag of the assigned partitions."""
+
+    partitions: Count
+    assigned: Count
+    unassigned: Count
+    lag: Lag
+
+
+@with_config(_STRICT)
+class Quality(TypedDict, total=False):
+    """``spark_lag_assign.metrics.Quality`` and the out-of-range count (empty when not measured)."""
+
+    consumers: Count
+    partitions: Count
+    total_lag: Lag
+    count_spread: Count
+    topic_spread: Count
+    max_lag: Lag
+    mean_lag: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    lag_imbalance: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    lower_bound: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    optimality: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    moved: Count | None
+    out_of_range: Count
+
+
+@with_config(_STRICT)
+class Observed(TypedDict):
+    """The offsets a run saw, and when (epoch seconds): the next run measures rates from them."""
+
+    time: Annotated[float, Field(allow_inf_nan=False)]
+    end_offsets: dict[Topic, dict[PartitionKey, Offset]]
+    committed_offsets: dict[Topic, dict[PartitionKey, Offset]]
+
+
+@with_config(_STRICT)
+class Plan(TypedDict):
+    """A plan generation (DESIGN.md, "Plan files"): who reads which partitions from where."""
+
+    format: Literal[1]
+    generation: Annotated[int, Field(ge=1)]
+    strategy: Annotated[str, Field(min_length=1)]
+    created: Annotated[str, Field(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")]  # ISO 8601, UTC
+    group: str | None
+    source: str
+    reset: Literal["earliest", "latest", "none"]
+    seed: int
+    options: dict[str, Any]
+    topics: list[Topic]  # every planned topic
+    consumers: dict[ConsumerId, ConsumerPlan]
+    unassigned: Assign  # partitions of topics nobody subscribes to
+    totals: Totals
+    quality: Quality
+    # time to drain (issue 12): the slowest consumer's seconds, null where unknown or never
+    drain_seconds: NotRequired[Seconds | None]
+    rates_source: NotRequired[Literal["measured", "configured", "measured+configured", "none"]]
+    rates_estimated: NotRequired[bool]  # true: fewer than two observations (produce rates taken as 0)
+    cannot_keep_up: NotRequired[list[ConsumerId]]  # consumers whose producers outrun them: they never drain
+    rates_notes: NotRequired[list[str]]
+    observed: NotRequired[Observed]  # end and committed offsets and their time: the next run's rates
+
+
+_ADAPTER: Final = TypeAdapter(Plan)
+
+
+# -- errors in one line -------------------------------------------------------------------
+
+_SAID = {
+    "missing": "is missing",
+    "int_type": "must be an integer",
+    "float_type": "must be a number",
+    "string_type": "must be a string",
+    "bool_type": "must be true or false",
+    "dict_type": "must be an object",
+    "list_type": "must be a list",
+    "none_required": "must be null",
+    "finite_number": "must be a finite number",
+}
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part):
+            out += f".{part}" if out else part
+        else:
+            out += f"[{json.dumps(part)}]"
+    return out or "the document"
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
+    if isinstance(value, (list, dict)):
+        text = "a list" if isinstance(value, list) else "an object"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _problem(error: ValidationError) -> str:
+    """The first problem pydantic found, as ``where: what (got what)``."""
+    first = error.errors(include_url=False)[0]
+    kind = first["type"]
+    # a union names each branch it tried in the location: the place is what matters
+    loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and _BRANCH.match(p)))
+    if loc == ("format",) and kind == "literal_error":
+        return f"plan format {_shown(first['input'])} is not supported (expected {FORMAT_VERSION})"
+    if loc and loc[-1] == "[key]":  # a bad object key: the key itself is the input
+        return f"{_where(loc[:-2])} has an invalid key {_shown(first['input'])} ({_KEYS.get(str(loc[-3]) if len(loc) > 2 else '', 'a partition number')})"
+    said = _SAID.get(kind) or first["msg"].replace("Input should be", "must be")
+    if kind == "missing":  # every field missing from the same object, in one go
+        names = [str(e["loc"][-1]) for e in error.errors(include_url=False) if e["type"] == "missing" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1])]
+        return f"{_where(loc[:-1]) + ': ' if loc[:-1] else ''}missing {', '.join(names)}"
+    return f"{_where(loc)} {said} (got {_shown(first['input'])})"
+
+
+_BRANCH = re.compile(r"^(literal\[|list\[|nullable\[|dict\[|constrained-|function-|json-or-python\[)|^(int|float|str|bool|none)$")
+_TOPIC_KEY = "topic names are not empty"
+_KEYS = {
+    "consumers": "consumer ids are letters, digits and . _ : @ = + -, not starting with a symbol",
+    **dict.fromkeys(
+        ("assign", "startingOffsets", "unassigned", "partition_drain_seconds", "end_offsets", "committed_offsets"), _TOPIC_KEY
+    ),
+}
+
+
+def _consistent(doc: Plan) -> str | None:
+    """What pydantic's per-field rules cannot see: each consumer's parts agree with each
+    other, and no partition has two consumers (C loops only: a plan may hold millions)."""
+    by_topic: dict[str, list[int]] = {}
+    for consumer, entry in doc["consumers"].items():
+        count = 0
+        starting = entry["startingOffsets"]
+        for topic, parts in entry["assign"].items():
+            count += len(parts)
+            if not all(map(operator.lt, parts, islice(parts, 1, None))):
+                return f"{_where(('consumers', consumer, 'assign', topic))} must list partitions ascending, each once"
+            starts = starting.get(topic, {})
+            if len(starts) != len(parts) or not all(map(starts.__contains__, map(str, parts))):
+                return f"{_where(('consumers', consumer, 'startingOffsets', topic))} must name exactly the assigned partitions"
+            by_topic.setdefault(topic, []).extend(parts)
+        extra = sorted(set(starting) - set(entry["assign"]))
+        if extra:
+            return f"{_where(('consumers', consumer, 'startingOffsets'))} names topic {extra[0]!r}, which it is not assigned"
+        if entry["partitions"] != count:
+            return f"{_where(('consumers', consumer, 'partitions'))} is {entry['partitions']} but it is assigned {count}"
+    for topic, parts in sorted(by_topic.items()):
+        if len(set(parts)) != len(parts):
+            seen: set[int] = set()
+            twice = next(p for p in parts if p in seen or seen.add(p))  # type: ignore[func-returns-value]
+            owners = sorted(c for c, e in doc["consumers"].items() if twice in e["assign"].get(topic, ()))
+            return f"partition {topic}-{twice} is assigned to more than one consumer ({', '.join(owners)})"
+    return None
+
+
+def _checked(doc: Plan, source: str) -> Plan:
+    problem = _consistent(doc)
+    if problem is not None:
+        raise PlanFormatError(f"{source}: not a valid plan: {problem}")
+    return doc
+
+
+# -- the entry points ---------------------------------------------------------------------
+
+
+def parse_plan(data: bytes | str, source: str) -> Plan:
+    """The plan in ``data`` (plan.json's bytes), checked; ``PlanFormatError`` naming ``source``
+    and the first problem otherwise."""
+    if isinstance(data, bytes):
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PlanFormatError(f"{source}: not a valid plan: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})") from None
+    try:
+        doc = _ADAPTER.validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        if first["type"] == "json_invalid":
+            detail = str(first.get("ctx", {}).get("error", first["msg"]))
+            raise PlanFormatError(f"{source}: not valid JSON ({detail})") from None
+        if first["type"] == "json_type" or (first["type"] == "dict_type" and not first["loc"]):
+            raise PlanFormatError(f"{source}: not a plan (expected a JSON object)") from None
+        raise PlanFormatError(f"{source}: not a valid plan: {_problem(exc)}") from None
+    return _checked(doc, source)
+
+
+def _decoded(data: bytes, source: str) -> Any:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanFormatError(f"{source}: not a valid plan: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanFormatError(f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+
+
+def parse_plan_parts(header: bytes, consumers: Mapping[str, bytes], source: str) -> Plan:
+    """A plan stored in pieces (the Kafka store's records): ``header`` is the document with
+    ``"consumers": null``, ``consumers`` each consumer's entry; checked as ``parse_plan`` does."""
+    doc = _decoded(header, source)
+    if not isinstance(doc, dict):
+        raise PlanFormatError(f"{source}: not a plan (expected a JSON object)")
+    doc["consumers"] = {c: _decoded(raw, f"{source} consumer {c!r}") for c, raw in consumers.items()}
+    return check_plan(doc, source)
+
+
+def check_plan(doc: Any, source: str) -> Plan:
+    """``doc`` (a decoded plan, or one about to be written) if it is a valid plan;
+    ``PlanFormatError`` naming ``source`` and the first problem otherwise."""
+    if not isinstance(doc, Mapping):
+        raise PlanFormatError(f"{source}: not a plan (expected a JSON object)")
+    try:
+        _ADAPTER.validate_python(doc)
+    except ValidationError as exc:
+        raise PlanFormatError(f"{source}: not a valid plan: {_problem(exc)}") from None
+    return _checked(doc, source)  # type: ignore[arg-type]
+
+
+def _key_patterns(node: Any) -> Any:
+    """pydantic writes ``dict[PatternStr, V]`` as ``patternProperties``, which lets a key that
+    does not match through unchecked; say what the model means: every key matches, every value is V."""
+    if isinstance(node, list):
+        return [_key_patterns(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _key_patterns(v) for k, v in node.items()}
+    patterns = out.get("patternProperties")
+    if isinstance(patterns, dict) and len(patterns) == 1 and "additionalProperties" not in out and "properties" not in out:
+        ((pattern, value),) = patterns.items()
+        del out["patternProperties"]
+        out["propertyNames"] = {**out.get("propertyNames", {}), "pattern": pattern}
+        out["additionalProperties"] = value
+    return out
+
+
+def plan_schema() -> dict[str, Any]:
+    """The JSON Schema of plan.json, as published at ``conf/plan.schema.json``."""
+    schema = _key_patterns(_ADAPTER.json_schema(mode="validation"))
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "description": (
+            f"plan.json of spark-lag-assign, format {FORMAT_VERSION}: one plan generation. Generated from "
+            "spark_lag_assign.planformat.Plan (python -m spark_lag_assign.planformat); the reader also checks that "
+            "each consumer's startingOffsets name exactly its assigned partitions, listed ascending, that "
+            "'partitions' counts them and that no partition has two consumers."
+        ),
+        **{k: v for k, v in schema.items() if k != "description"},
+    }
+
+
+def schema_json() -> str:
+    """``plan_schema()`` as the text of conf/plan.schema.json."""
+    return json.dumps(plan_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def main() -> int:
+    print(schema_json(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+
+
+__all__ = [
+    "FORMAT_VERSION",
+    "ConsumerPlan",
+    "Observed",
+    "Plan",
+    "PlanFormatError",
+    "Quality",
+    "Totals",
+    "check_plan",
+    "parse_plan",
+    "parse_plan_parts",
+    "plan_schema",
+    "schema_json",
+]
