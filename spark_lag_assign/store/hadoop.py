@@ -91,7 +91,7 @@ def gateway_and_conf() -> tuple[Any, Any]:
         session = SparkSession.getActiveSession()
         context = session.sparkContext if session is not None else SparkContext._active_spark_context
         if context is not None:
-            gateway = context._gateway
+            gateway: Any = context._gateway
             return gateway, gateway.jvm.org.apache.hadoop.conf.Configuration(context._jsc.hadoopConfiguration())
     except Exception as exc:  # Spark Connect has no JVM here; a stopped context has none either
         log.debug("no usable SparkContext for Hadoop (%s); using a gateway of our own", exc)
@@ -256,7 +256,7 @@ class HadoopFileSystem(FileSystem):
             return bytes(out.toByteArray())
         except self._Py4JError as exc:
             error = self._error(exc, path)
-            if isinstance(error, (PermissionError, ConnectionError)) or "closed" in error.strerror:
+            if isinstance(error, (PermissionError, ConnectionError)) or "closed" in (error.strerror or ""):
                 raise error from None
             # the name exists, its bytes cannot be had: damage, not a failure of the store
             raise UnreadableFileError(errno.EIO, f"unreadable ({error.strerror})", path) from None
