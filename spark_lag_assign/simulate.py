@@ -101,6 +101,27 @@ def _consumer_rates(
     return pd.Series(values, dtype=float).sort_index()
 
 
+def _check_numbers(lags: pd.DataFrame) -> None:
+    """Lags are differences of int64 offsets and partitions are int32: anything else is named
+    in one line (an ``inf`` or a lag of 2**63 would only give a meaningless time)."""
+    lag = pd.to_numeric(lags["lag"], errors="coerce")
+    if lag.dtype.kind == "i":
+        bad = (lag < 0).to_numpy()
+    elif lag.dtype.kind == "u":
+        bad = (lag > np.uint64(2**63 - 1)).to_numpy()
+    else:
+        values = lag.to_numpy(dtype=float)
+        bad = ~np.isfinite(values) | (values < 0) | (values >= 2.0**63)
+    if bad.any():
+        r = lags[bad].iloc[0]
+        raise InputError(f"lags: {r.topic}-{r.partition} has lag {r.lag}; a lag is a number of messages in [0, 2^63)")
+    part = pd.to_numeric(lags["partition"], errors="coerce")
+    wrong = part.isna().to_numpy() | ~((part >= 0) & (part < 2**31) & (part == np.floor(part))).to_numpy()
+    if wrong.any():
+        r = lags[wrong].iloc[0]
+        raise InputError(f"lags: partition {r.partition} of {r.topic} is not a partition number in [0, 2^31)")
+
+
 def _join_inputs(
     lags: pd.DataFrame, assignment: pd.DataFrame, produce_rates: pd.DataFrame | None
 ) -> pd.DataFrame:
@@ -111,8 +132,7 @@ def _join_inputs(
         missing = [c for c in cols if c not in frame.columns]
         if missing:
             raise InputError(f"{name}: missing column(s) {', '.join(missing)}")
-    if lags["lag"].isna().any() or (lags["lag"] < 0).any():
-        raise InputError("lags: every lag must be a number >= 0")
+    _check_numbers(lags)
     if lags.duplicated(KEY).any():
         r = lags[lags.duplicated(KEY)].iloc[0]
         raise InputError(f"lags: partition {r.topic}-{r.partition} appears more than once")

@@ -238,3 +238,19 @@ def test_consumer_totals_past_int64_are_exact_and_the_bound_is_right() -> None:
     from spark_lag_assign.simulate import consumer_table
 
     assert "9,223,372,036,854,775,810" in consumer_table(d)
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (lags(("t", 0, -1)), r"t-0 has lag -1; a lag is a number of messages in \[0, 2\^63\)"),
+        (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [math.inf]}), "t-0 has lag inf"),
+        (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [math.nan]}), "t-0 has lag nan"),
+        (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": pd.Series([2**63], dtype=object)}), "t-0 has lag 9223372036854775808"),
+        (lags(("t", 2**31, 5)), "partition 2147483648 of t is not a partition number"),
+    ],
+)
+def test_a_lag_or_partition_out_of_kafkas_ranges_is_one_line(frame: pd.DataFrame, message: str) -> None:
+    with pytest.raises(InputError, match=message) as err:
+        simulate(frame, plan(("c", "t", int(frame["partition"].iloc[0]))), rate=10)
+    assert "\n" not in str(err.value)
