@@ -364,3 +364,16 @@ def test_a_running_follower_keeps_its_generation_over_a_malformed_plan_and_follo
     if flaky:  # the follower's own guard: one line however many polls failed alike
         kept = [line for line in lines if "keeps generation 1" in line]
         assert len(kept) == 1
+
+
+def test_a_follower_started_on_a_store_holding_only_a_malformed_plan_is_one_line_and_claims_nothing(tmp_path: Path) -> None:
+    forge(tmp_path, 1, BAD["string generation"][0])
+    spark: Any = SimpleNamespace(streams=SimpleNamespace(addListener=lambda listener: None, removeListener=lambda listener: None))
+    follower = PlanFollower(
+        spark, str(tmp_path), "C0", lambda stream, checkpoint: None, checkpoint_root=str(tmp_path / "chk"),
+        kafka_options={"kafka.bootstrap.servers": "127.0.0.1:9"}, commit=lambda offsets, generation: None,
+    )  # fmt: skip
+    with pytest.raises(PlanError, match=r"^no plan in the store ") as err:
+        follower.run()
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "claims").exists() or not any((tmp_path / "claims").iterdir())
