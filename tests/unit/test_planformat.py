@@ -32,8 +32,6 @@ from spark_lag_assign.planformat import (
 from spark_lag_assign.store import open_store
 from spark_lag_assign.store.kafka import consumer_key, encode_plan, header_key
 
-jsonschema = pytest.importorskip("jsonschema")
-
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = REPO / "conf" / "plan.schema.json"
 SUBS = {"C0": ["t0", "t1"], "C1": ["t0"], "idle": ["t1"]}
@@ -57,6 +55,8 @@ def make(generation: int = 1, **extra: Any) -> plan_io.Plan:
 
 
 def validator() -> Any:
+    """A validator of the published schema (jsonschema is a dev dependency; only these checks need it)."""
+    jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
