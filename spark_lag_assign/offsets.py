@@ -128,10 +128,10 @@ def _offsets_table(
     if not tps:
         return pd.DataFrame(columns=list(OFFSET_COLUMNS))
     earliest = _retrying(
-        "reading beginning offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps}), deadline
+        "reading beginning offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST)), deadline
     )
     latest = _retrying(
-        "reading end offsets", lambda: admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}), deadline
+        "reading end offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST)), deadline
     )
     rows = []
     for tp in tps:

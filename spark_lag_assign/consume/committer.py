@@ -117,7 +117,7 @@ class ProgressCommitter:
             if self._on_refused is not None:
                 self._on_refused(query_id)
             raise
-        except Exception as exc:  # a commit must never fail the query: log it and retry later
+        except Exception as exc:  # noqa: BLE001 - a commit must never fail the query: log it and retry later
             self.failures += 1
             log.warning(
                 "commit of %d offset(s) failed (query %s), retrying with the next batch: %s",

@@ -193,8 +193,7 @@ class FencedGroupCommit:
         ``KafkaCommitError`` if Kafka failed (nothing is committed; the next call retries).
         """
         from kafka.errors import KafkaError
-        from kafka.structs import OffsetAndMetadata
-        from kafka.structs import TopicPartition as KafkaTP
+        from kafka.structs import OffsetAndMetadata, TopicPartition as KafkaTP
 
         records = list(records)
         with self._lock:
@@ -248,4 +247,4 @@ class FencedGroupCommit:
             self._close_locked()
 
 
-__all__ = ["FencedGroupCommit", "TRANSACTION_TIMEOUT_MS", "commit_id", "fence", "metadata", "parse_metadata"]
+__all__ = ["TRANSACTION_TIMEOUT_MS", "FencedGroupCommit", "commit_id", "fence", "metadata", "parse_metadata"]

@@ -166,7 +166,7 @@ class GroupAssignor(AbstractPartitionAssignor):
         started = time.monotonic()
         try:
             infos = [read_member(m, self.cooperative) for m in members]
-        except Exception as exc:  # a member object kafka-python never builds; still, never fail
+        except Exception as exc:  # noqa: BLE001 - a member object kafka-python never builds; still, never fail
             log.error("%s: cannot read the group's members (%s); assigning nothing", self.name, one_line(exc))
             return {m.member_id: self._encode([]) for m in members}
         bad = tuple(m.member_id for m in infos if m.problem is not None)
@@ -179,7 +179,7 @@ class GroupAssignor(AbstractPartitionAssignor):
             log.exception("%s: assignment failed (%s); falling back to roundrobin by count", self.name, one_line(exc))
             try:
                 result, rebalance = self._assign(cluster, infos, started, bad, fallback=one_line(exc))
-            except Exception as again:  # nothing sensible is left: an empty round beats a stuck group
+            except Exception as again:  # noqa: BLE001 - nothing sensible is left: an empty round beats a stuck group
                 log.error("%s: the fallback failed too (%s); assigning nothing this round", self.name, one_line(again))
                 self._target = None
                 return {m.member_id: self._encode([]) for m in infos}
@@ -223,7 +223,7 @@ class GroupAssignor(AbstractPartitionAssignor):
             source, reused = "the previous round's target (completing its moves)", True
         else:
             plan = plan_assign(lags, subs, self.strategy, previous, self.seed, **self.options) if subs else _empty_plan()
-        held = {tp: ks for tp, ks in claims.holders.items()}
+        held = dict(claims.holders)
         shares: dict[str, list[TopicPartitionKey]] = {m.key: [] for m in infos}
         deferred = 0
         moved = 0

@@ -230,7 +230,7 @@ class GroupLagMonitor:
                 if self.refresh() is not None and self._failing:
                     log.info("lag monitor of group %s: reading lags again", self.group_id)
                     self._failing = False
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the monitor thread must outlive any failed read
                 if not self._failing:
                     log.warning(
                         "lag monitor of group %s: cannot read lags (%s); retrying every %.1f s",

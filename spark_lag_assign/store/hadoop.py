@@ -48,6 +48,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -93,7 +94,7 @@ def gateway_and_conf() -> tuple[Any, Any]:
         if context is not None:
             gateway: Any = context._gateway
             return gateway, gateway.jvm.org.apache.hadoop.conf.Configuration(context._jsc.hadoopConfiguration())
-    except Exception as exc:  # Spark Connect has no JVM here; a stopped context has none either
+    except Exception as exc:  # noqa: BLE001 - Spark Connect has no JVM here; a stopped context has none either
         log.debug("no usable SparkContext for Hadoop (%s); using a gateway of our own", exc)
     with _lock:
         if _own_gateway is None:
@@ -261,10 +262,8 @@ class HadoopFileSystem(FileSystem):
             # the name exists, its bytes cannot be had: damage, not a failure of the store
             raise UnreadableFileError(errno.EIO, f"unreadable ({error.strerror})", path) from None
         finally:
-            try:
+            with suppress(self._Py4JError):
                 stream.close()
-            except self._Py4JError:
-                pass
 
     def list(self, path: str) -> list[Entry]:
         try:
@@ -308,10 +307,8 @@ class HadoopFileSystem(FileSystem):
                 self._context.rename(self._path(tmp), self._path(path), overwrite)
         except self._Py4JError as exc:
             error = self._error(exc, path)
-            try:
+            with suppress(self._Py4JError):
                 self._fs.delete(self._path(tmp), False)
-            except self._Py4JError:
-                pass
             raise error from None
 
     def recover_lease(self, path: str) -> bool:

@@ -108,7 +108,7 @@ def test_reading_offsets_gives_up_with_one_line_naming_the_step(monkeypatch: pyt
     assert fake.now == pytest.approx(1001.0)
 
     refused = Flaky(fake, [GroupAuthorizationFailedError("not yours")])
-    with pytest.raises(KafkaReadError, match="^describing the group: .*not yours"):
+    with pytest.raises(KafkaReadError, match=r"^describing the group: .*not yours"):
         offsets._retrying("describing the group", refused, fake.now + 100.0)
     assert len(refused.calls) == 1
 
