@@ -1,17 +1,17 @@
-"""``spark-lag-assign plan`` and ``show`` offline, from snapshots, on the shared SparkSession."""
+"""``spark-lag-assign plan`` and ``show`` offline, from snapshots, on the shared SparkSession.
+
+Bad input, with what it must leave behind, is one table: ``tests/spark/test_cli_bad_input.py``.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, job, offsets as offsets_io, plan as plan_io
-from spark_lag_assign.store import open_store
-from tests.unit.test_plan import tree
+from spark_lag_assign import cli, offsets as offsets_io, plan as plan_io
 
 SNAPSHOT = pd.DataFrame(
     {
@@ -84,70 +84,3 @@ def test_runs_are_sticky_and_generations_grow(spark, capsys, tmp_path: Path, sna
     assert code == 0, err
     assert f"{third['quality']['moved']} partition(s) moved since generation 2" in out
     assert "optimality" in out
-
-
-def bad_snapshots(tmp_path: Path) -> list[tuple[Path, str]]:
-    cases = []
-    frame = SNAPSHOT.drop(columns="end_offset")
-    cases.append((frame, "missing column(s) end_offset"))
-    cases.append((SNAPSHOT.assign(end_offset=["x", 1, 2, 3, 4]), "column end_offset must hold integers"))
-    cases.append((SNAPSHOT.assign(beginning_offset=[0, -5, 0, 10, 10]), "negative beginning_offset -5"))
-    cases.append((pd.concat([SNAPSHOT, SNAPSHOT.iloc[[1]]]), "partition t0-1 appears more than once"))
-    out = []
-    for i, (frame, message) in enumerate(cases):
-        path = tmp_path / f"bad{i}.csv"
-        frame.to_csv(path, index=False)
-        out.append((path, message))
-    garbage = tmp_path / "garbage.parquet"
-    garbage.write_bytes(b"this is not parquet")
-    out.append((garbage, "not a readable parquet snapshot"))
-    out.append((tmp_path / "absent.csv", "does not exist"))
-    out.append((tmp_path / "offsets.xlsx", "unknown snapshot format"))
-    return out
-
-
-def test_bad_snapshots_and_files_fail_in_one_line_and_leave_the_plan_untouched(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
-    out_dir = tmp_path / "p"
-    assert run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a,b", "--output", str(out_dir))[0] == 0
-    before = tree(out_dir)
-    bad_subs = tmp_path / "subs.json"
-    bad_subs.write_text('{"a": ["t0"], "a": ["t1"]}')
-    cases = [(["--offsets", str(p), "--consumers", "a,b"], m) for p, m in bad_snapshots(tmp_path)]
-    cases += [
-        (["--offsets", str(snapshot), "--subscriptions", str(bad_subs)], "consumer id 'a' is given twice"),
-        (["--offsets", str(snapshot), "--consumers", "a", "--topics", "t0,t9"], "not in the snapshot"),
-        (["--offsets", str(snapshot), "--consumers", "a", "--strategy", "best"], "unknown strategy 'best'"),
-        (["--offsets", str(snapshot), "--consumers", "a", "--option", "speed=2"], "takes no option speed"),
-    ]
-    for args, message in cases:
-        code, _, err = run(spark, capsys, "plan", *args, "--output", str(out_dir))
-        assert code == 1 and message in err and len(err.splitlines()) == 1, (args, err)
-        assert tree(out_dir) == before, args
-
-
-def test_a_planner_outrun_by_another_is_fenced_and_publishes_nothing(spark, capsys, tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    out_dir = tmp_path / "p"
-    assert run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(out_dir))[0] == 0
-    extract = job.extract_offsets
-
-    def a_second_planner_publishes_meanwhile(settings: Any) -> pd.DataFrame:
-        with open_store(str(out_dir)) as store, store.publisher() as other:
-            doc = store.latest()
-            assert doc is not None
-            other.publish({**doc, "generation": other.next_generation(), "strategy": "range"})
-        return extract(settings)
-
-    monkeypatch.setattr(job, "extract_offsets", a_second_planner_publishes_meanwhile)
-    code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(out_dir))
-    assert code == 1 and "generation 2" in err and len(err.splitlines()) == 1, err
-    with open_store(str(out_dir)) as store:
-        latest = store.latest()
-        assert store.generations() == [1, 2]
-    assert latest is not None and latest["strategy"] == "range"  # the other planner's, whole
-
-
-def test_an_output_that_cannot_be_a_directory(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a", "--output", str(blocker))
-    assert code == 1 and "cannot open the generations for writing" in err and blocker.read_text() == "x"

@@ -249,3 +249,26 @@ def test_the_environment_and_flags_are_named_in_their_errors(env: dict[str, str]
 )
 def test_one_comma_list_parser(given: str | list[str], parsed: list[str]) -> None:
     assert config.comma_list(given) == parsed
+
+
+def test_snapshot_and_show_are_validated_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from spark_lag_assign import cli
+
+    bad = write(tmp_path, '[kafka]\nbootstrap_servers = "k:9092"\ngroup = "g"\ntimeout_ms = "soon"\n')
+    cases = [
+        (["snapshot", "--config", str(bad), "--output", str(tmp_path / "s.csv")], 1,
+         f"{bad}: [kafka] timeout_ms: input should be a valid integer, not 'soon'"),
+        (["snapshot", "--bootstrap-servers", "k:9092", "--output", str(tmp_path / "s.csv")], 1, "snapshot needs bootstrap_servers and group"),
+        (["snapshot", "--bootstrap-servers", "k:9092", "--group", "g", "--timeout-ms", "0", "--output", "s.csv"], 1,
+         "--timeout-ms: input should be greater than 0"),
+        (["show", "zk://h:1/p"], 1, "unknown scheme zk://"),
+        (["show", str(tmp_path), "--generation", "0"], 2, "argument --generation: '0' must be at least 1"),
+    ]  # fmt: skip
+    for argv, status, message in cases:
+        try:
+            code = cli.main(argv)
+        except SystemExit as exited:  # argparse's own usage errors
+            code = exited.code
+        err = capsys.readouterr().err.strip()
+        assert code == status and message in err and len(err.splitlines()) == 1, (argv, err)
+    assert not (tmp_path / "s.csv").exists()
