@@ -9,30 +9,237 @@ from pathlib import Path
 
 import spark_lag_assign as sla
 
+#: The modules that must never import Spark (pyspark, py4j), at import time or in any call:
+#: the lag rules, the assignors, the metrics, the plan format, the stores' protocol, the
+#: consuming side's state machine. Every module of the package is here or in SPARK_EDGE.
 PURE = [
     "spark_lag_assign",
-    "spark_lag_assign.lag",
     "spark_lag_assign.assignors",
-    "spark_lag_assign.invariants",
-    "spark_lag_assign.metrics",
-    "spark_lag_assign.plan",
-    "spark_lag_assign.testing.workloads",
+    "spark_lag_assign.assignors.base",
+    "spark_lag_assign.assignors.drain",
+    "spark_lag_assign.assignors.lagbased",
+    "spark_lag_assign.assignors.lagsticky",
+    "spark_lag_assign.assignors.range",
+    "spark_lag_assign.assignors.roundrobin",
+    "spark_lag_assign.assignors.shuffle",
+    "spark_lag_assign.assignors.sticky",
+    "spark_lag_assign.atomic",
     "spark_lag_assign.config",
+    "spark_lag_assign.errors",
+    "spark_lag_assign.guard",
+    "spark_lag_assign.invariants",
+    "spark_lag_assign.lag",
+    "spark_lag_assign.lists",
+    "spark_lag_assign.metrics",
     "spark_lag_assign.offsets",
+    "spark_lag_assign.plan",
+    "spark_lag_assign.planformat",
+    "spark_lag_assign.rates",
     "spark_lag_assign.report",
+    "spark_lag_assign.retry",
     "spark_lag_assign.simulate",
+    "spark_lag_assign.subscriptions",
     "spark_lag_assign.uris",
-    # the control plane: its protocol and store interface are pure; the consume package
-    # imports Spark only inside the calls that need a session
+    # the control plane: stores and the consuming side; Spark reaches them only as objects
+    # passed in (a session, a DataFrame), never by an import of their own
     "spark_lag_assign.store",
     "spark_lag_assign.store.base",
+    "spark_lag_assign.store.directory",
+    "spark_lag_assign.store.export",
+    "spark_lag_assign.store.kafka",
     "spark_lag_assign.consume",
+    "spark_lag_assign.consume.committer",
+    "spark_lag_assign.consume.follower",
+    "spark_lag_assign.consume.kafka_commit",
+    "spark_lag_assign.consume.options",
     "spark_lag_assign.consume.protocol",
+    "spark_lag_assign.consume.reading",
+    # kafka-python's group protocol: it runs in consumers that have no Spark at all
+    "spark_lag_assign.group",
+    "spark_lag_assign.group.assignor",
+    "spark_lag_assign.group.consumer",
+    "spark_lag_assign.group.lagsource",
+    "spark_lag_assign.group.memberdata",
+    "spark_lag_assign.group.simulate",
+    "spark_lag_assign.testing",  # a docstring: importing the package runs nothing
+    "spark_lag_assign.testing.workloads",
 ]
+
+#: Where Spark is allowed: the job and its session, the CLI that starts them, Hadoop's Java
+#: client, and the test harness that runs real services.
+SPARK_EDGE = [
+    "spark_lag_assign.__main__",
+    "spark_lag_assign.cli",
+    "spark_lag_assign.job",
+    "spark_lag_assign.jvm",
+    "spark_lag_assign.pipeline",
+    "spark_lag_assign.session",
+    "spark_lag_assign.store.hadoop",
+    "spark_lag_assign.testing.localkafka",
+    "spark_lag_assign.testing.minihdfs",
+    "spark_lag_assign.testing.namespaces",
+    "spark_lag_assign.testing.pipeline_app",
+    "spark_lag_assign.testing.processes",
+    "spark_lag_assign.testing.standalone",
+]
+
+#: The only functions of pure modules that may import Spark (or an edge module), lazily, and
+#: why. Each runs only where Spark is there anyway; everything else in their modules stays pure.
+LAZY_SPARK = {
+    # builds a pyspark StreamingQueryListener: only a running Spark pipeline registers one
+    ("spark_lag_assign.consume.committer", "commit_listener"),
+    # an hdfs:// (or other Hadoop) store talks to HDFS through Hadoop's Java client in PySpark's JVM
+    ("spark_lag_assign.store.directory", "hadoop_store"),
+    # the same client for exports to Hadoop URIs; local exports never get here
+    ("spark_lag_assign.store.export", "_export_hadoop"),
+}
+
+PACKAGE = Path(sla.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _source(module: str) -> Path:
+    base = PACKAGE.parent.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports(source: str, module: str, is_package: bool = False) -> list[tuple[str, str, int]]:
+    """Every import a module's source can run, wherever it sits: ``(function, module, line)``.
+
+    ``function`` is the dotted name of the enclosing function or class ("" at module level).
+    Counted: ``import``/``from ... import`` (relative ones resolved, each imported name too,
+    as it may be a submodule), and ``importlib.import_module``/``__import__`` calls, whose
+    argument must be a string literal. Skipped: the body of ``if TYPE_CHECKING:``, which
+    never runs.
+    """
+    found: list[tuple[str, str, int]] = []
+
+    def visit(node: ast.AST, scope: tuple[str, ...]) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = (*scope, child.name)
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for other in child.orelse:
+                    visit(other, inner)
+                continue
+            where = ".".join(inner)
+            if isinstance(child, ast.Import):
+                found.extend((where, alias.name, child.lineno) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = module.split(".")[: len(module.split(".")) - child.level + int(is_package)]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                found.append((where, base, child.lineno))
+                found.extend((where, f"{base}.{alias.name}", child.lineno) for alias in child.names)
+            elif isinstance(child, ast.Call) and _dynamic_import(child.func):
+                arg = child.args[0] if child.args else None
+                name = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else "<not a literal>"
+                found.append((where, name, child.lineno))
+            visit(child, inner)
+
+    visit(ast.parse(source), ())
+    return found
+
+
+def _imports_of(module: str) -> list[tuple[str, str, int]]:
+    path = _source(module)
+    return imports(path.read_text(), module, is_package=path.name == "__init__.py")
+
+
+def _dynamic_import(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in ("__import__", "import_module")
+    return isinstance(func, ast.Attribute) and func.attr == "import_module"
+
+
+def _spark(name: str) -> bool:
+    """Spark itself, an edge module of ours, or a dynamic import nobody can check."""
+    return (
+        name.split(".")[0] in ("pyspark", "py4j")
+        or any(name == edge or name.startswith(edge + ".") for edge in SPARK_EDGE)
+        or name == "<not a literal>"
+    )
+
+
+def offences(module: str, found: list[tuple[str, str, int]]) -> list[str]:
+    """The imports of Spark among a pure module's that the allow-list does not excuse."""
+    out = []
+    for function, name, line in found:
+        top = function.split(".")[0]
+        if _spark(name) and (module, function) not in LAZY_SPARK and (module, top) not in LAZY_SPARK:
+            out.append(f"{module}:{line} ({function or 'module level'}) imports {name}")
+    return sorted(set(out))
+
+
+def test_every_module_is_either_pure_or_at_the_spark_edge() -> None:
+    found = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    assert not set(PURE) & set(SPARK_EDGE)
+    assert sorted(found - set(PURE) - set(SPARK_EDGE)) == [], "classify the new module(s)"
+    assert sorted((set(PURE) | set(SPARK_EDGE)) - found) == [], "the list names a module that is gone"
+
+
+def test_no_pure_module_imports_spark_anywhere_in_its_source() -> None:
+    """Not only at import time: inside functions and methods, and by importlib, too."""
+    bad = [o for module in PURE for o in offences(module, _imports_of(module))]
+    assert bad == []
+
+
+def test_every_allowed_lazy_import_still_exists() -> None:
+    """An entry that no longer excuses anything is dead weight: remove it."""
+    used = {
+        (module, function.split(".")[0])
+        for module, _ in LAZY_SPARK
+        for function, name, _ in _imports_of(module)
+        if _spark(name)
+    }
+    assert LAZY_SPARK - used == set()
+
+
+def test_the_walk_finds_imports_hidden_in_functions_and_strings() -> None:
+    source = (
+        "from __future__ import annotations\n"
+        "import importlib\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from pyspark.sql import DataFrame\n"  # never runs: fine
+        "def plan():\n"
+        "    from pyspark.sql import functions\n"
+        "class Reader:\n"
+        "    def read(self):\n"
+        "        return importlib.import_module('py4j.java_gateway')\n"
+        "def edge():\n"
+        "    from . import session\n"  # relative: spark_lag_assign.session
+        "def anything(name):\n"
+        "    return __import__(name)\n"
+    )
+    assert offences("spark_lag_assign.example", imports(source, "spark_lag_assign.example")) == [
+        "spark_lag_assign.example:10 (Reader.read) imports py4j.java_gateway",
+        "spark_lag_assign.example:12 (edge) imports spark_lag_assign.session",
+        "spark_lag_assign.example:14 (anything) imports <not a literal>",
+        "spark_lag_assign.example:7 (plan) imports pyspark.sql",
+        "spark_lag_assign.example:7 (plan) imports pyspark.sql.functions",
+    ]
 
 
 def test_the_pure_core_imports_no_spark() -> None:
-    code = "import sys\n" + "".join(f"import {m}\n" for m in PURE) + "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))"
+    """And what the walk cannot see (a dependency of ours that imports Spark): import every
+    pure module in a fresh interpreter and look."""
+    code = "".join(f"import {m}\n" for m in ["sys", *PURE])
+    code += "print(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
