@@ -131,7 +131,7 @@ class Plan(TypedDict):
     reset: Literal["earliest", "latest", "none"]
     seed: int
     options: dict[str, Any]
-    topics: list[Topic]  # every planned topic
+    topics: NotRequired[list[Topic]]  # every planned topic (plans of the first versions have none)
     consumers: dict[ConsumerId, ConsumerPlan]
     unassigned: Assign  # partitions of topics nobody subscribes to
     totals: Totals
