@@ -285,7 +285,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Plans from the pure assignors and their drain, all in this process: no Spark session."""
-    from spark_lag_assign import assignors, config, metrics, offsets, plan as plan_io, rates as rates_io, simulate
+    from spark_lag_assign import assignors, config, metrics, offsets, simulate
+    from spark_lag_assign import plan as plan_io
+    from spark_lag_assign import rates as rates_io
     from spark_lag_assign.lag import compute_lag
 
     settings = config.simulate_settings(
@@ -400,7 +402,7 @@ def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | No
     except SparkLagAssignError as exc:
         print(f"spark-lag-assign: error: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # noqa: BLE001 - Spark's and py4j's errors, reduced to one line
+    except Exception as exc:
         if not type(exc).__module__.startswith(("pyspark", "py4j")):
             raise
         print(f"spark-lag-assign: error: Spark failed: {_first_line(exc)}", file=sys.stderr)

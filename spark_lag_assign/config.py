@@ -305,6 +305,8 @@ def merge(file: str | Path | None, environ: Mapping[str, str] | None, overrides:
     env = environment_layer(os.environ if environ is None else environ)
     layers.append((_layer(env, lambda k: ENV_PREFIX + k.upper(), strict=False), lambda k: ENV_PREFIX + k.upper()))
     cli = dict(overrides)
+    if cli.get("client_env") is not None:
+        raise ConfigError("client_env names secrets' environment variables: it belongs in the config file's [kafka.client_env]")
     given_client = cli.pop("client", None)  # --kafka-option: key by key, after the file's secrets
     layers.append((_layer(cli, flag, strict=False), flag))
 
@@ -321,8 +323,9 @@ def merge(file: str | Path | None, environ: Mapping[str, str] | None, overrides:
             if key == "options":
                 for name, option in value.items():
                     values.setdefault("options", {})[name] = option
+                    text = option if isinstance(option, str) else json.dumps(option)  # as it was typed
                     origins[f"options.{name}"] = (
-                        f"{flag('options')} {name}={json.dumps(option)}" if origin is flag else f"{file}: [plan.options] {name}"
+                        f"{flag('options')} {name}={text}" if origin is flag else f"{file}: [plan.options] {name}"
                     )
                 continue
             values[key] = value

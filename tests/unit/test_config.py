@@ -189,7 +189,7 @@ def test_a_value_of_the_wrong_type_is_refused_not_coerced(tmp_path: Path, sectio
     ("options", "message"),
     [
         ({"tolerance": -1}, "--option tolerance=-1: lag-sticky: tolerance must be a number >= 0, not -1"),
-        ({"max_swaps": "abc"}, "--option max_swaps=\"abc\": lag-sticky: max_swaps must be an integer >= 0, not 'abc'"),
+        ({"max_swaps": "abc"}, "--option max_swaps=abc: lag-sticky: max_swaps must be an integer >= 0, not 'abc'"),
         ({"max_swaps": 2.5}, "--option max_swaps=2.5: lag-sticky: max_swaps must be an integer >= 0, not 2.5"),
         ({"speed": 2}, "--option speed=2: strategy lag-sticky takes no option speed; it takes: tolerance, max_swaps"),
     ],
