@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | No
     except SparkLagAssignError as exc:
         print(f"spark-lag-assign: error: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:
+    except Exception as exc:  # Spark's and py4j's errors, reduced to one line
         if not type(exc).__module__.startswith(("pyspark", "py4j")):
             raise
         print(f"spark-lag-assign: error: Spark failed: {_first_line(exc)}", file=sys.stderr)
