@@ -52,6 +52,30 @@ def check_consumer_ids(consumers: Sequence[str]) -> None:
         seen.add(c)
 
 
+#: what a Kafka partition can hold: (column, lowest, one past the highest)
+_RANGES = (("partition", 0, 2**31), ("lag", 0, 2**63), ("starting_offset", -2, 2**63))
+
+
+def _check_rows(rows: pd.DataFrame) -> None:
+    """Every number fits Kafka's types (int32 partitions, int64 offsets), or one line names the first that does not."""
+    for column, low, high in _RANGES:
+        values = rows[column]
+        if values.dtype.kind in "iu":  # vectorised; int64 cannot exceed 2^63 - 1 anyway
+            bad = ((values < low) | (values > high - 1)).to_numpy()
+        else:  # Python ints, floats: only whole numbers in range
+            bad = np.array(
+                [not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and low <= v < high)
+                 and not (isinstance(v, (float, np.floating)) and float(v).is_integer() and low <= v < high)
+                 for v in values.tolist()],
+                dtype=bool,
+            )  # fmt: skip
+        if bad.any():
+            r = rows[bad].iloc[0]
+            raise InputError(
+                f"plan row {r['topic']}-{r['partition']}: {column} {r[column]} is not a whole number in [{low}, 2^{high.bit_length() - 1})"
+            )
+
+
 def build_plan(
     rows: pd.DataFrame,
     subscriptions: Mapping[str, Sequence[str]],
@@ -69,6 +93,7 @@ def build_plan(
     observed: Observation | None = None,
 ) -> Plan:
     """The plan document of a plan table: rows[consumer (null: unassigned), topic, partition, lag, starting_offset]."""
+    _check_rows(rows)
     planned = sorted(set(rows["topic"]))
     everything = set(planned)
 

@@ -194,3 +194,21 @@ def test_plan_totals_past_int64_are_exact_in_the_document_and_in_plan_json(tmp_p
 
     assert "lag 18,446,744,073,709,551,616" in report.summary(again)
     assert "50.0%" in report.consumer_table(again)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        ("partition", 2**31, r"partition 2147483648 is not a whole number in \[0, 2\^31\)"),
+        ("starting_offset", 2**63, r"starting_offset 9223372036854775808 is not a whole number in \[-2, 2\^63\)"),
+        ("starting_offset", -3, r"starting_offset -3 is not"),
+        ("lag", float("inf"), r"lag inf is not a whole number in \[0, 2\^63\)"),
+        ("lag", -1, r"lag -1 is not"),
+    ],
+)
+def test_a_plan_row_beyond_kafkas_types_is_one_line(column: str, value: object, message: str) -> None:
+    frame = rows().astype({column: object})
+    frame.loc[0, column] = value
+    with pytest.raises(InputError, match=message) as err:
+        plan_io.build_plan(frame, SUBS, generation=1, strategy="lag", reset="latest")
+    assert "\n" not in str(err.value)
