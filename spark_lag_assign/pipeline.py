@@ -3,11 +3,13 @@
     offsets ──with_lag(reset)──▶ lags ──with_previous_owner(prev)──▶ ──assign_partitions(...)──▶ plan
 
 ``with_lag`` runs the lag rules of ``spark_lag_assign.lag`` in a pandas UDF;
-``assign_partitions`` runs the pure assignors in ``applyInPandas``: one group per topic
-for the per-topic strategies (range, lag, shuffle), one global group for those that need
-the whole group at once (roundrobin, sticky, lag-sticky). Either way the rows it returns
-are exactly those of ``spark_lag_assign.assign`` on the same input. None of these functions
-reads, writes or creates a session; the job composes them.
+``assign_partitions`` runs the pure assignors in ``applyInPandas``: for the per-topic
+strategies (range, lag, shuffle) each group is a bucket of whole topics (a hash of the topic
+name), and the function runs the assignor once per topic of its bucket, so that ten thousand
+topics cost a few dozen Python calls, not ten thousand; the strategies that need the whole
+group at once (roundrobin, sticky, lag-sticky, drain) run in one global group. Either way the
+rows it returns are exactly those of ``spark_lag_assign.assign`` on the same input. None of
+these functions reads, writes or creates a session; the job composes them.
 """
 
 from __future__ import annotations
@@ -100,34 +102,57 @@ def with_previous_owner(previous: DataFrame | None) -> Transform:
     return transform
 
 
+#: groups of the per-topic stage at most: enough to keep every core of a cluster busy, few
+#: enough that the per-group cost of applyInPandas (an Arrow batch, a pandas frame) stays small
+TOPIC_BUCKETS = 64
+
+
 def _topic_rows(
     strategy: str, subscribers: Mapping[str, Sequence[str]], seed: int
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The applyInPandas function of a per-topic strategy: one topic's rows -> their owners."""
+    """The applyInPandas function of a per-topic strategy: a bucket of whole topics -> their owners,
+    the assignor called once per topic, as ``spark_lag_assign.assign`` does."""
+    assign_topic = get_strategy(strategy).assign_topic
+    assert assign_topic is not None
+    allowed_sets: dict[int, frozenset[str]] = {}  # topics usually share a handful of subscriber lists
 
     def apply(rows: pd.DataFrame) -> pd.DataFrame:
-        rows = rows.sort_values("partition", kind="stable")
-        consumers = list(subscribers.get(str(rows["topic"].iloc[0]), ()))
-        if consumers:
-            allowed = set(consumers)
+        topic_codes, names = pd.factorize(rows["topic"], sort=True)
+        partitions = rows["partition"].to_numpy(dtype=np.int64)
+        order = np.lexsort((partitions, topic_codes))
+        topic_codes, partitions = topic_codes[order], partitions[order]
+        lags = rows["lag"].to_numpy(dtype=np.int64)[order]
+        previous = rows["previous_owner"].to_numpy(dtype=object)[order]
+        owners = np.full(len(order), None, dtype=object)
+        starts = np.flatnonzero(np.r_[True, topic_codes[1:] != topic_codes[:-1]]) if len(order) else np.zeros(0, int)
+        ends = np.r_[starts[1:], len(order)]
+        for s, e in zip(starts.tolist(), ends.tolist()):
+            topic = str(names[topic_codes[s]])
+            consumers = subscribers.get(topic)
+            if not consumers:
+                continue  # nobody subscribes: the plan lists the topic as unassigned
+            allowed = allowed_sets.get(id(consumers))
+            if allowed is None:
+                allowed = allowed_sets[id(consumers)] = frozenset(consumers)
             problem = TopicProblem(
-                topic=str(rows["topic"].iloc[0]),
-                partitions=rows["partition"].to_numpy(dtype=np.int64),
-                lags=rows["lag"].to_numpy(dtype=np.int64),
+                topic=topic,
+                partitions=partitions[s:e],
+                lags=lags[s:e],
                 consumers=consumers,
-                previous=[o if o in allowed else None for o in rows["previous_owner"]],
+                previous=[o if o in allowed else None for o in previous[s:e].tolist()],
                 seed=seed,
             )
-            owners: Sequence[str | None] = list(get_strategy(strategy).assign_topic(problem))  # type: ignore[misc]
-        else:
-            owners = [None] * len(rows)
+            got = list(assign_topic(problem))
+            if len(got) != e - s:
+                raise AssertionError(f"strategy {strategy} returned {len(got)} owners for {e - s} partitions of {topic}")
+            owners[s:e] = got
         return pd.DataFrame(
             {
-                "consumer": pd.Series(owners, dtype=object),
-                "topic": rows["topic"].to_numpy(),
-                "partition": rows["partition"].to_numpy(dtype=np.int32),
-                "lag": rows["lag"].to_numpy(dtype=np.int64),
-                "starting_offset": rows["starting_offset"].to_numpy(dtype=np.int64),
+                "consumer": owners,
+                "topic": rows["topic"].to_numpy(dtype=object)[order],
+                "partition": partitions.astype(np.int32),
+                "lag": lags,
+                "starting_offset": rows["starting_offset"].to_numpy(dtype=np.int64)[order],
             }
         )
 
@@ -158,6 +183,27 @@ def _group_rows(
     return apply
 
 
+def _subscribers(subscriptions: Mapping[str, list[str]]) -> dict[str, list[str]]:
+    """topic -> its subscribers, sorted; topics with the same subscribers share one list (pickled
+    once when Spark ships the function to its workers)."""
+    kinds: dict[int, tuple[list[str], list[str]]] = {}  # id of a topic list -> (it, its consumers)
+    for consumer in sorted(subscriptions):
+        topics = subscriptions[consumer]
+        kinds.setdefault(id(topics), (topics, []))[1].append(consumer)
+    readers: dict[str, list[list[str]]] = {}
+    for topics, members in kinds.values():
+        for t in topics:
+            readers.setdefault(t, []).append(members)
+    shared: dict[tuple[int, ...], list[str]] = {}
+    out: dict[str, list[str]] = {}
+    for t, groups in readers.items():
+        key = tuple(id(g) for g in groups)
+        if key not in shared:
+            shared[key] = groups[0] if len(groups) == 1 else sorted(c for g in groups for c in g)
+        out[t] = shared[key]
+    return out
+
+
 def assign_partitions(
     subscriptions: Mapping[str, Sequence[str]],
     strategy: str,
@@ -166,8 +212,8 @@ def assign_partitions(
 ) -> Transform:
     """lags (+ previous_owner) -> plan rows [consumer, topic, partition, lag, starting_offset].
 
-    Per-topic strategies run as ``groupBy("topic").applyInPandas``; whole-group strategies
-    as one global ``applyInPandas`` stage. Partitions of topics nobody subscribes to keep a
+    Per-topic strategies run as ``groupBy(bucket of topics).applyInPandas``, the assignor once
+    per topic; whole-group strategies as one global ``applyInPandas`` stage. Partitions of topics nobody subscribes to keep a
     null consumer, so that the plan can list them.
     """
     spec = get_strategy(strategy)
@@ -179,11 +225,10 @@ def assign_partitions(
             lags = with_previous_owner(None)(lags)
         rows = lags.select("topic", "partition", "lag", "starting_offset", "previous_owner")
         if spec.scope == "topic":
-            subscribers: dict[str, list[str]] = {}
-            for consumer, topics in subs.items():
-                for t in topics:
-                    subscribers.setdefault(t, []).append(consumer)
-            return rows.groupBy("topic").applyInPandas(_topic_rows(strategy, subscribers, seed), PLAN_SCHEMA)
+            subscribers = _subscribers(subs)
+            buckets = max(1, min(TOPIC_BUCKETS, len(subscribers)))
+            bucket = F.pmod(F.xxhash64("topic"), F.lit(buckets)).alias("_bucket")
+            return rows.groupBy(bucket).applyInPandas(_topic_rows(strategy, subscribers, seed), PLAN_SCHEMA)
         return rows.groupBy(F.lit(0).alias("_all")).applyInPandas(
             _group_rows(strategy, subs, seed, options), PLAN_SCHEMA
         )

@@ -146,3 +146,32 @@ def test_the_session_loads_the_kafka_source_of_pysparks_exact_version(spark) -> 
         f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar",
         f"spark-token-provider-kafka-0-10_2.13-{pyspark.__version__}.jar",
     ]
+
+
+@pytest.mark.parametrize("strategy", [s for s, spec in sla.STRATEGIES.items() if spec.scope == "topic"])
+def test_many_topics_share_a_bucket_and_still_get_the_pure_plan(spark, strategy: str) -> None:  # type: ignore[no-untyped-def]
+    # more topics than buckets: each applyInPandas group runs the assignor for several topics
+    rng = np.random.default_rng(5)
+    n_topics = 3 * pipeline.TOPIC_BUCKETS
+    rows = [(f"t{t:03d}", p, int(rng.integers(0, 10_000))) for t in range(n_topics) for p in range(int(rng.integers(1, 6)))]
+    lags = pd.DataFrame(rows, columns=["topic", "partition", "lag"])
+    topics = sorted(set(lags["topic"]))
+    subs = {"a": topics[:-20], "b": topics[::2], "c": topics[1::3], "d": topics[: n_topics // 2]}
+    previous = lags.sample(frac=0.5, random_state=1)[["topic", "partition"]].assign(consumer="a")
+    want = sla.assign(lags, subs, strategy, previous=previous, seed=2)
+    df = spark.createDataFrame(lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long")
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
+    got = (
+        df.transform(pipeline.with_previous_owner(prev_df))
+        .transform(pipeline.assign_partitions(subs, strategy, seed=2))
+        .select("consumer", "topic", "partition", "lag")
+    )
+    unread = sorted(set(topics) - {t for ts in subs.values() for t in ts})
+    assert unread  # some topics nobody reads: they come back with a null consumer
+    expected = spark.createDataFrame(
+        pd.concat([want, lags[lags["topic"].isin(unread)].assign(consumer=None)], ignore_index=True)[
+            ["consumer", "topic", "partition", "lag"]
+        ],
+        schema="consumer string, topic string, partition int, lag long",
+    )
+    assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
