@@ -154,7 +154,6 @@ def _adapter() -> TypeAdapter[Plan]:
 # -- errors in one line -------------------------------------------------------------------
 
 _SAID = {
-    "missing": "is missing",
     "int_type": "must be an integer",
     "float_type": "must be a number",
     "string_type": "must be a string",
@@ -179,9 +178,12 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 
 def _shown(value: Any) -> str:
+    """A value as JSON would spell it, cut short; containers by kind only."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
     text = json.dumps(value) if isinstance(value, (str, int, float, bool, type(None))) else type(value).__name__
-    if isinstance(value, (list, dict)):
-        text = "a list" if isinstance(value, list) else "an object"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
