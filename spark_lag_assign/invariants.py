@@ -72,6 +72,25 @@ def check_owners(
     return _check_owners(owners, topic_codes, partitions, index)
 
 
+def check_owner_codes(
+    owners: np.ndarray, topic_codes: np.ndarray, partitions: np.ndarray, index: SubscriptionIndex
+) -> None:
+    """``check_owners`` for owners given as consumer codes of ``index`` (-1: an unknown id),
+    as the strategies with ``assign_codes`` return them."""
+    if len(owners) != len(topic_codes):
+        raise InvariantError(f"{len(owners)} owners for {len(topic_codes)} partitions")
+    if len(owners) == 0:
+        return
+    unknown = (owners < 0) | (owners >= len(index.consumers))
+    if unknown.any():
+        raise InvariantError(f"assignment names {int(unknown.sum())} owner(s) that are not consumers of the group")
+    bad = ~index.permitted(owners, topic_codes)
+    if bad.any():
+        i = int(np.argmax(bad))
+        topic, owner = index.topics[topic_codes[i]], index.consumers[owners[i]]
+        raise InvariantError(f"{topic}-{partitions[i]} is assigned to {owner}, which does not subscribe to {topic}")
+
+
 def _check_owners(
     owners: np.ndarray,
     topic_codes: np.ndarray,

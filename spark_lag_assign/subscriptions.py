@@ -1,58 +1,203 @@
-"""Who may read what, as arrays: a consumer x topic membership matrix and integer keys for
-(topic, partition), so that checks over a million partitions stay vectorised.
+"""Who may read what, as arrays: consumers and topics numbered in sorted order, and a
+membership matrix per *kind* of consumer, so that checks over a million partitions stay
+vectorised.
 
 Groups are usually made of a few kinds of consumers with identical subscriptions (often
-just one kind), so every per-consumer step runs once per distinct subscription instead.
+just one kind), so every per-consumer step runs once per kind instead. The subscriptions
+are validated once (``validate_subscriptions``) and indexed once (``SubscriptionIndex``);
+everything downstream works on the codes.
+
+Consumer ids are ordered by code point, which is the order of Kafka's Java assignors
+(``String.compareTo``, UTF-16 code units) for every id without characters beyond U+FFFF;
+``check_consumer_id`` refuses the others, so the two orders can never disagree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.errors import InputError
+
+def check_consumer_id(consumer: object) -> str:
+    """``consumer`` if it is a usable consumer id, else one InputError line.
+
+    An id is a non-empty string without surrounding white space and without characters
+    beyond U+FFFF (or lone surrogates): Kafka's Java assignors sort ids by UTF-16 code
+    units, Python by code points, and the two orders differ only for such characters.
+    """
+    if not isinstance(consumer, str) or not consumer.strip() or consumer != consumer.strip():
+        raise InputError(f"invalid consumer id {consumer!r}")
+    if not consumer.isascii():
+        # Java sees a character beyond U+FFFF as a surrogate pair, below U+E000-U+FFFF
+        for ch in consumer:
+            if ch > "\uffff" or "\ud800" <= ch <= "\udfff":
+                raise InputError(
+                    f"invalid consumer id {consumer!r}: U+{ord(ch):04X} is beyond U+FFFF or a surrogate, and"
+                    " Kafka's Java assignors (UTF-16) would order such ids differently"
+                )
+    return consumer
+
+
+def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """consumer -> sorted distinct topics, consumers in sorted order; at least one consumer.
+
+    Consumers with the same topics share one list object (validated once), which lets
+    ``distinct`` and ``SubscriptionIndex`` group them without comparing lists again.
+    """
+    if not isinstance(subscriptions, Mapping):
+        raise InputError("subscriptions must map consumer ids to lists of topics")
+    if not subscriptions:
+        raise InputError("no consumers: subscriptions is empty")
+    for consumer in subscriptions:
+        check_consumer_id(consumer)
+    by_object: dict[int, list[str]] = {}  # consumers usually share a handful of list objects
+    by_value: dict[tuple[str, ...], list[str]] = {}
+    out: dict[str, list[str]] = {}
+    for consumer in sorted(subscriptions):
+        topics = subscriptions[consumer]
+        normal = by_object.get(id(topics))
+        if normal is None:
+            if isinstance(topics, str) or not isinstance(topics, Sequence | set | frozenset | np.ndarray):
+                raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
+            key = tuple(topics)
+            normal = by_value.get(key)
+            if normal is None:
+                if not all(isinstance(t, str) and t for t in key):
+                    raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
+                normal = by_value[key] = sorted(set(key))
+            by_object[id(topics)] = normal
+        out[consumer] = normal
+    return out
+
 
 def distinct(subscriptions: Mapping[str, Sequence[str]]) -> dict[tuple[str, ...], list[str]]:
-    """Each distinct topic list -> the consumers that subscribe to exactly it (in key order)."""
-    kinds: dict[tuple[str, ...], list[str]] = {}
-    for consumer, topics in subscriptions.items():
-        kinds.setdefault(tuple(topics), []).append(consumer)
-    return kinds
+    """Each distinct topic list -> the consumers that subscribe to exactly it, in the order of
+    the mapping; keys in order of first appearance."""
+    # one pass keyed by list object, then one tuple per distinct object: a thousand consumers
+    # sharing a list of ten thousand topics cost one tuple, not a thousand
+    objects: dict[int, tuple[Sequence[str], list[int]]] = {}
+    consumers = list(subscriptions)
+    for i, consumer in enumerate(consumers):
+        topics = subscriptions[consumer]
+        objects.setdefault(id(topics), (topics, []))[1].append(i)
+    merged: dict[tuple[str, ...], list[int]] = {}
+    for topics, positions in objects.values():
+        merged.setdefault(tuple(topics), []).extend(positions)
+    kinds = sorted(merged.items(), key=lambda item: min(item[1]))
+    return {key: [consumers[i] for i in sorted(positions)] for key, positions in kinds}
 
 
 class SubscriptionIndex:
-    """Consumers and topics numbered in sorted order, and ``allowed[c, t]``: c subscribes to t."""
+    """Consumers and topics numbered in sorted order, and who reads what.
+
+    ``kind_of[c]`` is consumer c's kind (its distinct topic list), ``reads[k, t]`` says
+    whether kind k reads topic t; ``allowed[c, t]`` (consumer x topic) is derived on demand.
+    """
 
     def __init__(self, subscriptions: Mapping[str, Sequence[str]], topics: Sequence[str] | np.ndarray = ()) -> None:
         kinds = distinct(subscriptions)
         subscribed = {t for topic_list in kinds for t in topic_list}
-        self.consumers = pd.Index(sorted(subscriptions))
-        self.topics = pd.Index(sorted(subscribed | set(pd.unique(np.asarray(topics, dtype=object)))))
-        self.allowed = np.zeros((len(self.consumers), len(self.topics)), dtype=bool)
-        for topic_list, members in kinds.items():
-            rows = self.consumers.get_indexer(members)
-            cols = self.topics.get_indexer(list(topic_list))
-            self.allowed[np.ix_(rows, cols)] = True
+        self.consumers = pd.Index(sorted(subscriptions), dtype=object)
+        self.topics = pd.Index(sorted(subscribed | set(pd.unique(np.asarray(topics, dtype=object)))), dtype=object)
+        self.kind_of = np.empty(len(self.consumers), dtype=np.int64)
+        self.reads = np.zeros((len(kinds), len(self.topics)), dtype=bool)
+        for k, (topic_list, members) in enumerate(kinds.items()):
+            self.kind_of[self.consumers.get_indexer(members)] = k
+            self.reads[k, self.topics.get_indexer(list(topic_list))] = True
 
-    def consumer_codes(self, consumers: Sequence[str] | pd.Series) -> np.ndarray:
+    @cached_property
+    def allowed(self) -> np.ndarray:
+        """``allowed[c, t]``: consumer c subscribes to topic t."""
+        return self.reads[self.kind_of]
+
+    @cached_property
+    def names(self) -> np.ndarray:
+        """The consumer ids as an object array, by code."""
+        return np.asarray(self.consumers, dtype=object)
+
+    def consumer_codes(self, consumers: Sequence[str] | pd.Series | np.ndarray) -> np.ndarray:
         """Index of each consumer, -1 for one not in the group."""
-        return np.asarray(self.consumers.get_indexer(consumers))
+        return _codes(consumers, self.consumers)
 
-    def topic_codes(self, topics: Sequence[str] | pd.Series) -> np.ndarray:
+    def topic_codes(self, topics: Sequence[str] | pd.Series | np.ndarray) -> np.ndarray:
         """Index of each topic, -1 for one the index does not know."""
-        return np.asarray(self.topics.get_indexer(topics))
+        return _codes(topics, self.topics)
 
     def permitted(self, consumer_codes: np.ndarray, topic_codes: np.ndarray) -> np.ndarray:
         """Per row: a known consumer subscribed to a known topic."""
         known = (consumer_codes >= 0) & (topic_codes >= 0)
+        if known.all():
+            return self.reads[self.kind_of[consumer_codes], topic_codes]
         out = np.zeros(len(consumer_codes), dtype=bool)
-        out[known] = self.allowed[consumer_codes[known], topic_codes[known]]
+        out[known] = self.reads[self.kind_of[consumer_codes[known]], topic_codes[known]]
         return out
 
     def subscribed_topics(self) -> np.ndarray:
         """Codes of the topics somebody subscribes to."""
-        return np.flatnonzero(self.allowed.any(axis=0))
+        return np.flatnonzero(self.subscribed)
+
+    @cached_property
+    def subscribed(self) -> np.ndarray:
+        """Per topic code: somebody subscribes to it."""
+        return self.reads[np.unique(self.kind_of)].any(axis=0)
+
+    @cached_property
+    def topic_class(self) -> np.ndarray:
+        """Per topic code, its *class*: topics with the same subscribers share one (numbered in
+        order of their first topic; -1 for a topic nobody reads)."""
+        return self._classes[0]
+
+    @cached_property
+    def class_members(self) -> list[np.ndarray]:
+        """Per class, the codes of its subscribers, ascending (so in sorted id order)."""
+        return self._classes[1]
+
+    @cached_property
+    def _classes(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        used = np.unique(self.kind_of)
+        columns = self.reads[used].T  # (topics, kinds present): a topic's readers, by kind
+        signatures, first, inverse = np.unique(columns, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(first, kind="stable")  # classes by first topic
+        relabel = np.empty_like(order)
+        relabel[order] = np.arange(len(order))
+        topic_class = relabel[inverse]
+        members = []
+        for signature in signatures[order]:
+            members.append(np.flatnonzero(np.isin(self.kind_of, used[signature])))
+        empty = [i for i, m in enumerate(members) if len(m) == 0]
+        if empty:  # the class of unread topics: -1, and the later ones move up
+            (gone,) = empty
+            topic_class = np.where(topic_class == gone, -1, topic_class - (topic_class > gone))
+            del members[gone]
+        return topic_class.astype(np.int64), members
+
+
+def _codes(values: Sequence[str] | pd.Series | np.ndarray, index: pd.Index) -> np.ndarray:
+    """``index.get_indexer(values)``, hashing only the first value of each run of equal ones:
+    columns sorted or grouped by these values (a plan, a lags frame) have few runs."""
+    array = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else np.asarray(values, dtype=object)
+    heads = run_starts(array)
+    if heads is None:
+        return np.asarray(index.get_indexer(array), dtype=np.int64)
+    codes = np.asarray(index.get_indexer(array[heads]), dtype=np.int64)
+    return np.repeat(codes, np.diff(np.r_[heads, len(array)]))
+
+
+def run_starts(values: np.ndarray) -> np.ndarray | None:
+    """The first position of each run of equal values, or None when runs are short (most
+    values differ from the previous one): then hashing them all is cheaper."""
+    n = len(values)
+    if n < 64:
+        return None
+    sample = min(n - 1, 4096)
+    if int((values[1 : sample + 1] != values[:sample]).sum()) * 4 > sample:
+        return None
+    return np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
 
 
 def partition_keys(topic_codes: np.ndarray, partitions: np.ndarray, width: int) -> np.ndarray:

@@ -3,6 +3,13 @@
 ``assign(lags, subscriptions, strategy, previous, seed)`` validates its input, runs the
 strategy (per topic, or once for the whole group), checks the invariants of the result and
 returns one row per assigned partition. Nothing here imports Spark or talks to Kafka.
+
+The front end does each piece of work once, on arrays: the subscriptions are validated and
+indexed once (``SubscriptionIndex``), topics and consumers become integer codes once (hashing
+only the first of each run of equal values, as frames sorted or grouped by topic have few
+runs), input already sorted by (topic, partition) is not sorted again, the previous plan is
+matched to the rows through a lookup table, and strategies with ``assign_codes`` hand back
+consumer codes, from which the invariant check and the output frame are built directly.
 """
 
 from __future__ import annotations
@@ -15,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
-from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.assignors.base import Encoded, GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.errors import InputError, StrategyError
-from spark_lag_assign.invariants import check_owners
-from spark_lag_assign.subscriptions import SubscriptionIndex, partition_keys
+from spark_lag_assign.invariants import check_owner_codes
+from spark_lag_assign.subscriptions import SubscriptionIndex, run_starts, validate_subscriptions
 
 #: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
 STRATEGIES: dict[str, Strategy] = {
@@ -28,6 +35,10 @@ DEFAULT_STRATEGY = "lag-sticky"
 
 ASSIGNMENT_COLUMNS = ("consumer", "topic", "partition", "lag")
 
+#: exclusive upper bounds: Kafka's partition ids are int32, and lags (and their total, which
+#: plans and metrics add up in int64) must stay below 2^63 so that no sum ever wraps
+LIMITS = {"partition": 2**31, "lag": 2**63}
+
 
 def get_strategy(name: str) -> Strategy:
     try:
@@ -36,83 +47,192 @@ def get_strategy(name: str) -> Strategy:
         raise StrategyError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}") from None
 
 
-def _integer_column(lags: pd.DataFrame, col: str, topics: np.ndarray, partitions: np.ndarray | None) -> np.ndarray:
-    """One of the integer columns of ``lags`` as int64, or an InputError naming the first bad row."""
+# -- the lags frame -----------------------------------------------------------------------------
 
-    def where(i: int) -> str:
-        part = lags["partition"].iloc[i] if partitions is None else partitions[i]
-        return f"{topics[i]}-{part}"
 
+@dataclass(frozen=True)
+class _Lags:
+    """The validated lags frame: per row (in the frame's order) its topic code (into the sorted
+    ``names``), partition and lag; ``order`` sorts the rows by (topic, partition), None when
+    they already are."""
+
+    codes: np.ndarray
+    names: np.ndarray  # object: the distinct topics, sorted
+    partitions: np.ndarray
+    lag: np.ndarray
+    order: np.ndarray | None
+
+    def sorted(self, values: np.ndarray) -> np.ndarray:
+        return values if self.order is None else values[self.order]
+
+
+def _factorize_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(code per value, the distinct values sorted): codes follow the sorted order."""
+    heads = run_starts(values)
+    if heads is None:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    else:  # grouped by topic, as snapshots and plans are: hash one value per run
+        head_codes, uniques = pd.factorize(values[heads], use_na_sentinel=True)
+        codes = np.repeat(head_codes, np.diff(np.r_[heads, len(values)]))
+    uniques = np.asarray(uniques, dtype=object)
+    if (codes < 0).any() or not all(isinstance(t, str) and t for t in uniques):
+        raise InputError("lags: column topic must hold non-empty strings")
+    sorter = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(sorter), dtype=np.int64)
+    rank[sorter] = np.arange(len(sorter))
+    return rank[codes], uniques[sorter]
+
+
+def _integer_column(lags: pd.DataFrame, col: str, where: Any) -> np.ndarray:
+    """One of the integer columns of ``lags`` as int64, or an InputError naming the first bad
+    row (``where(i)`` names row i): missing, fractional, infinite, negative or too large."""
+    limit = LIMITS[col]
     series = lags[col]
     values = series.to_numpy()
-    if values.dtype.kind in "iu":  # plain numpy integers: nothing missing, nothing fractional
-        out = values.astype(np.int64, copy=False)
-    else:
+    if values.dtype.kind not in "iu":
         missing = series.isna().to_numpy()
         if missing.any():
             raise InputError(f"lags: missing {col} for {where(int(np.argmax(missing)))}")
-        numbers = pd.to_numeric(series, errors="coerce")
-        if numbers.isna().any() or (numbers != np.floor(numbers)).any():
+        values = pd.to_numeric(series, errors="coerce").to_numpy()
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values) | (values != np.floor(values))
+            if bad.any():
+                i = int(np.argmax(bad))
+                shown = series.iloc[i]
+                kind = "not a number" if np.isnan(values[i]) else "infinite" if np.isinf(values[i]) else "not whole"
+                raise InputError(f"lags: {col} {shown!r} for {where(i)} is {kind}: column {col} must hold integers")
+        elif values.dtype.kind not in "iu":
             raise InputError(f"lags: column {col} must hold integers")
-        out = numbers.to_numpy().astype(np.int64)
-    negative = out < 0
+    negative = values < 0
     if negative.any():
         i = int(np.argmax(negative))
-        raise InputError(f"lags: negative {col} {out[i]} for {where(i)}")
-    return out
+        raise InputError(f"lags: negative {col} {series.iloc[i]} for {where(i)}")
+    too_big = values >= limit
+    if too_big.any():
+        i = int(np.argmax(too_big))
+        raise InputError(
+            f"lags: {col} {series.iloc[i]} for {where(i)} is 2^{limit.bit_length() - 1} or more"
+            + (", beyond Kafka's int32 partition ids" if col == "partition" else ", where totals would wrap")
+        )
+    return values.astype(np.int64, copy=False)
 
 
-def _lag_arrays(lags: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(topic, partition, lag, order): the validated columns in the row order of ``lags``, and
-    the row order that sorts them by (topic, partition). Clear errors for bad input."""
+def exact_total(values: np.ndarray) -> int:
+    """The exact sum of non-negative int64 values, as a Python int (numpy's own would wrap)."""
+    if len(values) == 0:
+        return 0
+    if int(values.max()) * len(values) < 2**63:
+        return int(values.sum())
+    # halves of 32 bits: each half sums exactly in int64 for fewer than 2^31 rows
+    return (int((values >> 32).sum()) << 32) + int((values & 0xFFFFFFFF).sum())
+
+
+def _read_lags(lags: pd.DataFrame) -> _Lags:
     if not isinstance(lags, pd.DataFrame):
         raise InputError(f"lags must be a pandas DataFrame, not {type(lags).__name__}")
     missing = [c for c in ("topic", "partition", "lag") if c not in lags.columns]
     if missing:
         raise InputError(f"lags: missing column(s) {', '.join(missing)}")
-    topics = lags["topic"].to_numpy(dtype=object)
-    codes, names = pd.factorize(topics, sort=True, use_na_sentinel=True)
-    if (codes < 0).any() or not all(isinstance(t, str) and t for t in names):
-        raise InputError("lags: column topic must hold non-empty strings")
-    partitions = _integer_column(lags, "partition", topics, None)
-    lag = _integer_column(lags, "lag", topics, partitions)
-    order = np.lexsort((partitions, codes))
-    key_t, key_p = codes[order], partitions[order]
-    dup = (key_t[1:] == key_t[:-1]) & (key_p[1:] == key_p[:-1])
-    if dup.any():
-        i = int(order[int(np.argmax(dup)) + 1])
-        raise InputError(f"lags: partition {topics[i]}-{partitions[i]} appears more than once")
-    return topics, partitions, lag, order
+    codes, names = _factorize_sorted(lags["topic"].to_numpy(dtype=object))
+    partitions = _integer_column(lags, "partition", lambda i: f"{names[codes[i]]}-{lags['partition'].iloc[i]}")
+    lag = _integer_column(lags, "lag", lambda i: f"{names[codes[i]]}-{partitions[i]}")
+    total = exact_total(lag)
+    if total >= LIMITS["lag"]:
+        raise InputError(f"lags: the total lag {total:,} is 2^63 or more, where totals would wrap")
+    keys = codes * (LIMITS["partition"]) + partitions  # fewer than 2^32 topics: no overflow
+    order: np.ndarray | None = None
+    if len(keys) > 1 and not (keys[1:] > keys[:-1]).all():  # not sorted, or a duplicate
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        dup = ordered[1:] == ordered[:-1]
+        if dup.any():
+            i = int(order[int(np.argmax(dup)) + 1])
+            raise InputError(f"lags: partition {names[codes[i]]}-{partitions[i]} appears more than once")
+    return _Lags(codes, names, partitions, lag, order)
 
 
 def validate_lags(lags: pd.DataFrame) -> pd.DataFrame:
     """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise."""
-    topics, partitions, lag, order = _lag_arrays(lags)
-    return pd.DataFrame({"topic": topics[order], "partition": partitions[order], "lag": lag[order]})
+    rows = _read_lags(lags)
+    return pd.DataFrame(
+        {"topic": rows.names[rows.sorted(rows.codes)], "partition": rows.sorted(rows.partitions),
+         "lag": rows.sorted(rows.lag)}
+    )
 
 
-def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
-    """consumer -> sorted distinct topics, consumers in sorted order; at least one consumer."""
-    if not isinstance(subscriptions, Mapping):
-        raise InputError("subscriptions must map consumer ids to lists of topics")
-    if not subscriptions:
-        raise InputError("no consumers: subscriptions is empty")
-    for consumer in subscriptions:
-        if not isinstance(consumer, str) or not consumer.strip() or consumer != consumer.strip():
-            raise InputError(f"invalid consumer id {consumer!r}")
-    normalized: dict[tuple[str, ...], list[str]] = {}  # consumers usually share a handful of topic lists
-    out: dict[str, list[str]] = {}
-    for consumer in sorted(subscriptions):
-        topics = subscriptions[consumer]
-        if isinstance(topics, str) or not isinstance(topics, Sequence | set | frozenset | np.ndarray):
-            raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
-        key = tuple(topics)
-        if key not in normalized:
-            if not all(isinstance(t, str) and t for t in key):
-                raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
-            normalized[key] = sorted(set(key))
-        out[consumer] = normalized[key]
-    return out
+# -- the previous plan --------------------------------------------------------------------------
+
+
+def _check_previous(previous: pd.DataFrame | None) -> bool:
+    """Whether a previous plan is given (with rows); an InputError if it lacks a column."""
+    if previous is None:
+        return False
+    if not isinstance(previous, pd.DataFrame):
+        raise InputError(f"previous plan must be a pandas DataFrame, not {type(previous).__name__}")
+    missing = [c for c in ("consumer", "topic", "partition") if c not in previous.columns]
+    if missing:
+        raise InputError(f"previous plan: missing column(s) {', '.join(missing)}")
+    return len(previous) > 0
+
+
+def previous_codes(
+    previous: pd.DataFrame | None,
+    row_topics: np.ndarray,
+    row_partitions: np.ndarray,
+    index: SubscriptionIndex,
+) -> np.ndarray:
+    """The code (in ``index``) of each row's previous owner, -1 for none; rows are sorted by
+    (topic code, partition).
+
+    Only an owner that is still a subscriber of the row's topic counts; consumers and
+    partitions of the previous plan that no longer exist are ignored. The rule for a
+    partition the previous plan lists more than once: the smallest consumer id keeps it (the
+    order every assignor sorts consumers in), whatever the order of the plan's rows.
+    """
+    n_rows = len(row_topics)
+    owner = np.full(n_rows, -1, dtype=np.int64)
+    if not _check_previous(previous) or n_rows == 0:
+        return owner
+    assert previous is not None
+    consumers = index.consumer_codes(previous["consumer"])
+    topics = index.topic_codes(previous["topic"])
+    column = previous["partition"]
+    if column.dtype.kind in "iu":
+        partitions = column.to_numpy()
+        keep = index.permitted(consumers, topics) & (partitions >= 0) & (partitions < LIMITS["partition"])
+        partitions = partitions.astype(np.int64, copy=False)
+    else:  # missing or unreadable partitions are ignored with the rest of a stale plan
+        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        keep = index.permitted(consumers, topics) & (numbers >= 0) & (numbers < LIMITS["partition"])
+        keep &= numbers == np.floor(numbers)
+        partitions = np.where(keep, numbers, 0).astype(np.int64)
+    if not keep.all():
+        consumers, topics, partitions = consumers[keep], topics[keep], partitions[keep]
+    rows = _rows_of(topics, partitions, row_topics, row_partitions, len(index.topics))
+    found = rows >= 0
+    rows, consumers = rows[found], consumers[found]
+    if len(rows) and np.bincount(rows, minlength=n_rows).max() > 1:
+        owner[:] = len(index.consumers)
+        np.minimum.at(owner, rows, consumers)
+        owner[owner == len(index.consumers)] = -1
+    else:
+        owner[rows] = consumers
+    return owner
+
+
+def _rows_of(
+    topics: np.ndarray, partitions: np.ndarray, row_topics: np.ndarray, row_partitions: np.ndarray, n_topics: int
+) -> np.ndarray:
+    """The row holding each (topic code, partition), -1 if none; the rows are sorted."""
+    width = int(max(row_partitions.max(initial=0), partitions.max(initial=0))) + 1
+    wanted = topics * width + partitions
+    keys = row_topics * width + row_partitions  # ascending
+    if n_topics * width <= 4 * len(keys) + (1 << 16):  # a dense table: no search at all
+        table = np.full(n_topics * width, -1, dtype=np.int64)
+        table[keys] = np.arange(len(keys))
+        return table[wanted]
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return np.where(keys[at] == wanted, at, -1)
 
 
 def previous_owners(
@@ -121,42 +241,13 @@ def previous_owners(
     row_partitions: np.ndarray,
     index: SubscriptionIndex,
 ) -> list[str | None]:
-    """The previous owner of each row (topic codes of ``index``, partitions), where it is still
-    a subscriber of the row's topic.
+    """``previous_codes`` as consumer ids (None for none)."""
+    codes = previous_codes(previous, row_topics, row_partitions, index)
+    return _names_or_none(index, codes).tolist()
 
-    Consumers and partitions of the previous plan that no longer exist are ignored; a
-    partition listed under two consumers keeps the smaller consumer id.
-    """
-    if previous is None or len(previous) == 0:
-        return [None] * len(row_topics)
-    missing = [c for c in ("consumer", "topic", "partition") if c not in previous.columns]
-    if missing:
-        raise InputError(f"previous plan: missing column(s) {', '.join(missing)}")
-    consumers = index.consumer_codes(previous["consumer"].to_numpy(dtype=object))
-    topics = index.topic_codes(previous["topic"].to_numpy(dtype=object))
-    column = previous["partition"]
-    if column.dtype.kind in "iu":
-        partitions = column.to_numpy()
-    else:  # missing or unreadable partitions are ignored with the rest of a stale plan
-        partitions = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    # a missing consumer or topic has code -1, which permitted() rejects
-    keep = index.permitted(consumers, topics) & np.isfinite(partitions) & (partitions >= 0)
-    width = int(max(row_partitions.max(initial=0), partitions[keep].max(initial=0))) + 1
-    keys = partition_keys(topics[keep], partitions[keep].astype(np.int64), width)
-    owners = consumers[keep]
-    # by key, then by consumer code (codes follow sorted ids): the first of each key wins
-    order = np.lexsort((owners, keys))
-    keys, owners = keys[order], owners[order]
-    first = np.r_[True, keys[1:] != keys[:-1]] if len(keys) else np.zeros(0, dtype=bool)
-    keys, owners = keys[first], owners[first]
-    wanted = partition_keys(row_topics, row_partitions, width)
-    at = np.searchsorted(keys, wanted)
-    found = at < len(keys)
-    found[found] = keys[at[found]] == wanted[found]
-    names = np.asarray(index.consumers, dtype=object)
-    result = np.full(len(row_topics), None, dtype=object)
-    result[found] = names[owners[at[found]]]
-    return result.tolist()
+
+def _names_or_none(index: SubscriptionIndex, codes: np.ndarray) -> np.ndarray:
+    return np.append(index.names, None)[codes]  # code -1 takes the None at the end
 
 
 def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> pd.DataFrame:
@@ -166,18 +257,80 @@ def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -
     return lags[~lags["topic"].isin(subscribed)].reset_index(drop=True)
 
 
+# -- planning -----------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class _Planned:
-    """A checked plan over the subscribed rows of ``lags``: their positions in ``lags``, sorted
-    by (topic, partition), their owners, and the codes ``index`` gives them."""
+    """A checked plan over the subscribed rows of ``lags``: their positions in ``lags`` (None:
+    all of them, in order), sorted by (topic, partition), and their owners' codes."""
 
-    positions: np.ndarray
-    owners: np.ndarray  # object (consumer ids)
+    positions: np.ndarray | None
+    problem: GroupProblem
     owner_codes: np.ndarray
-    topic_codes: np.ndarray
-    partitions: np.ndarray
-    lags: np.ndarray
-    index: SubscriptionIndex
+
+    @property
+    def index(self) -> SubscriptionIndex:
+        return self.problem.codes().index
+
+
+def problem(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str = DEFAULT_STRATEGY,
+    previous: pd.DataFrame | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> GroupProblem:
+    """The ``GroupProblem`` that ``assign`` hands the strategy: validated, sorted, encoded."""
+    return _problem(lags, subscriptions, strategy, previous, seed, options)[0]
+
+
+def _problem(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str,
+    previous: pd.DataFrame | None,
+    seed: int,
+    options: Mapping[str, Any],
+) -> tuple[GroupProblem, np.ndarray | None]:
+    spec = get_strategy(strategy)
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise StrategyError(
+            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
+            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
+        )
+    subs = validate_subscriptions(subscriptions)
+    rows = _read_lags(lags)
+    index = SubscriptionIndex(subs, rows.names)
+    # both name lists are sorted, so mapping codes keeps the rows sorted
+    row_topic = index.topic_codes(rows.names)[rows.sorted(rows.codes)]
+    subscribed = index.subscribed[row_topic]
+    positions = rows.order
+    partitions, lag = rows.sorted(rows.partitions), rows.sorted(rows.lag)
+    if not subscribed.all():
+        positions = np.flatnonzero(subscribed) if positions is None else positions[subscribed]
+        row_topic, partitions, lag = row_topic[subscribed], partitions[subscribed], lag[subscribed]
+    if spec.uses_previous:
+        owners = previous_codes(previous, row_topic, partitions, index)
+        named: Sequence[str | None] = _names_or_none(index, owners)
+    else:
+        _check_previous(previous)
+        owners, named = np.full(len(row_topic), -1, dtype=np.int64), ()
+    topic_names = np.asarray(index.topics, dtype=object)
+    group = GroupProblem(
+        topics=topic_names[row_topic],
+        partitions=partitions,
+        lags=lag,
+        subscriptions=subs,
+        consumers=list(index.consumers),
+        previous=named,
+        seed=int(seed),
+        options=dict(options),
+        encoded=Encoded(index, row_topic, owners),
+    )
+    return group, positions
 
 
 def _plan(
@@ -188,33 +341,11 @@ def _plan(
     seed: int,
     options: Mapping[str, Any],
 ) -> _Planned:
-    spec = get_strategy(strategy)
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise StrategyError(
-            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
-            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
-        )
-    subs = validate_subscriptions(subscriptions)
-    topics, partitions, lag, order = _lag_arrays(lags)
-    index = SubscriptionIndex(subs, pd.unique(topics))
-    sorted_codes = index.topic_codes(topics[order])
-    subscribed = index.allowed.any(axis=0)[sorted_codes]
-    positions = order[subscribed]
-    topic_codes = sorted_codes[subscribed]
-    problem = GroupProblem(
-        topics=topics[positions],
-        partitions=partitions[positions],
-        lags=lag[positions],
-        subscriptions=subs,
-        consumers=list(subs),
-        previous=previous_owners(previous, topic_codes, partitions[positions], index),
-        seed=int(seed),
-        options=dict(options),
-    )
-    planned = np.asarray(run(spec, problem), dtype=object)
-    owner_codes = check_owners(planned, topic_codes, problem.partitions, index)
-    return _Planned(positions, planned, owner_codes, topic_codes, problem.partitions, problem.lags, index)
+    group, positions = _problem(lags, subscriptions, strategy, previous, seed, options)
+    codes = group.codes()
+    owner_codes = run_codes(get_strategy(strategy), group)
+    check_owner_codes(owner_codes, codes.row_topic, group.partitions, codes.index)
+    return _Planned(positions, group, owner_codes)
 
 
 def owners(
@@ -231,8 +362,11 @@ def owners(
     Spark job's global stage both stand on it.
     """
     planned = _plan(lags, subscriptions, strategy, previous, seed, options)
+    names = planned.index.names[planned.owner_codes]
+    if planned.positions is None:
+        return names
     out = np.full(len(lags), None, dtype=object)
-    out[planned.positions] = planned.owners
+    out[planned.positions] = names
     return out
 
 
@@ -247,32 +381,40 @@ def assign(
     """Plan which consumer reads which partition.
 
     lags: DataFrame[topic, partition, lag]; subscriptions: {consumer: [topics]};
-    previous: None or DataFrame[consumer, topic, partition] (an earlier plan).
+    previous: None or DataFrame[consumer, topic, partition] (an earlier plan; a partition it
+    lists twice counts as the smallest consumer id's).
     Returns DataFrame[consumer, topic, partition, lag], one row per assigned partition,
     sorted by (consumer, topic, partition). Partitions of topics nobody subscribes to are
     left out (see ``unassigned``).
     """
     planned = _plan(lags, subscriptions, strategy, previous, seed, options)
-    # codes follow the sorted ids and names, so this is the order of (consumer, topic, partition)
-    order = np.lexsort((planned.partitions, planned.topic_codes, planned.owner_codes))
+    group, owner = planned.problem, planned.owner_codes
+    index, row_topic = planned.index, group.codes().row_topic
+    # rows are in (topic, partition) order and codes follow the sorted ids and names, so a
+    # stable sort by owner gives (consumer, topic, partition); small codes sort by radix
+    order = np.argsort(owner.astype(np.int16) if len(index.consumers) < 2**15 else owner, kind="stable")
     return pd.DataFrame(
         {
-            "consumer": planned.owners[order],
-            "topic": np.asarray(planned.index.topics, dtype=object)[planned.topic_codes[order]],
-            "partition": planned.partitions[order],
-            "lag": planned.lags[order],
-        }
+            "consumer": index.names[owner[order]],
+            "topic": np.asarray(index.topics, dtype=object)[row_topic[order]],
+            "partition": group.partitions[order],
+            "lag": group.lags[order],
+        },
+        copy=False,
     )
 
 
 def run(spec: Strategy, problem: GroupProblem) -> list[str]:
     """The owner of each row of ``problem`` under ``spec``; per topic or for the whole group."""
+    if spec.assign_codes is not None:
+        return problem.codes().index.names[run_codes(spec, problem)].tolist()
     if spec.scope == "group":
         assert spec.assign_group is not None
         owners = list(spec.assign_group(problem))
     else:
         assert spec.assign_topic is not None
         subscribers = problem.subscribers()
+        previous = np.asarray(problem.previous, dtype=object) if len(problem.previous) else None
         owners = []
         for topic, rows in problem.topic_slices():
             owners.extend(
@@ -282,7 +424,7 @@ def run(spec: Strategy, problem: GroupProblem) -> list[str]:
                         partitions=problem.partitions[rows],
                         lags=problem.lags[rows],
                         consumers=subscribers[topic],
-                        previous=list(problem.previous[rows]) if len(problem.previous) else [],
+                        previous=[] if previous is None else list(previous[rows]),
                         seed=problem.seed,
                     )
                 )
@@ -290,6 +432,17 @@ def run(spec: Strategy, problem: GroupProblem) -> list[str]:
     if len(owners) != len(problem.partitions):
         raise AssertionError(f"strategy {spec.name} returned {len(owners)} owners for {len(problem.partitions)} rows")
     return owners
+
+
+def run_codes(spec: Strategy, problem: GroupProblem) -> np.ndarray:
+    """``run`` as consumer codes of ``problem.codes().index`` (-1 for an id not in the group)."""
+    if spec.assign_codes is not None:
+        codes = np.asarray(spec.assign_codes(problem), dtype=np.int64)
+    else:
+        codes = problem.codes().index.consumer_codes(np.asarray(run(spec, problem), dtype=object))
+    if len(codes) != len(problem.partitions):
+        raise AssertionError(f"strategy {spec.name} returned {len(codes)} owners for {len(problem.partitions)} rows")
+    return codes
 
 
 __all__ = [
@@ -302,5 +455,7 @@ __all__ = [
     "assign",
     "get_strategy",
     "owners",
+    "problem",
     "unassigned",
+    "validate_subscriptions",
 ]

@@ -29,9 +29,11 @@ t2 lands on C2::
     C2: [t1p1, t2p0, t2p1, t2p2]
 
 Within one topic the rules reduce to: start at the first subscriber at or after the
-pointer, then give consecutive partitions to consecutive subscribers (circularly). That
-is what the code computes, one numpy expression per topic, and one for the whole group
-when every consumer reads every topic.
+pointer, then give consecutive partitions to consecutive subscribers (circularly). Over
+consecutive topics with the same subscribers the ring simply carries on, so the code takes
+one numpy step per run of such topics: one step for the whole group when every consumer
+reads every topic (row i goes to consumer i mod C). ``ring_walk`` is the rule topic by
+topic, kept as the reference the tests hold the fast path to.
 """
 
 from __future__ import annotations
@@ -41,22 +43,35 @@ import numpy as np
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
 
 
+def assign_codes(problem: GroupProblem) -> np.ndarray:
+    codes = problem.codes()
+    index = codes.index
+    n_consumers = len(index.consumers)
+    starts, ends = problem.topic_bounds()
+    owners = np.empty(len(codes.row_topic), dtype=np.int64)
+    if len(starts) == 0:
+        return owners
+    classes = index.topic_class[codes.row_topic[starts]]
+    # runs of consecutive topics with the same subscribers: the ring carries on across them
+    heads = np.flatnonzero(np.r_[True, classes[1:] != classes[:-1]])
+    first_rows = starts[heads]
+    last_rows = np.r_[first_rows[1:], len(owners)]
+    pointer = 0
+    for run, lo, hi in zip(heads.tolist(), first_rows.tolist(), last_rows.tolist()):
+        ring = index.class_members[int(classes[run])]  # ascending codes: the sorted consumers
+        first = int(np.searchsorted(ring, pointer)) % len(ring)
+        turned = np.roll(ring, -first)
+        owners[lo:hi] = np.tile(turned, -(-(hi - lo) // len(ring)))[: hi - lo]
+        pointer = (int(owners[hi - 1]) + 1) % n_consumers
+    return owners
+
+
 def assign_group(problem: GroupProblem) -> list[str]:
-    consumers = sorted(problem.consumers)
-    names = np.asarray(consumers, dtype=object)
-    n_rows = len(problem.partitions)
-    if n_rows == 0:
-        return []
-    # Every row's topic has a subscriber, so when all consumers read the same topics nobody is
-    # ever skipped and row i goes to consumer i mod C; this is the million-partition path.
-    topics = set(problem.subscriptions[consumers[0]])
-    if all(set(problem.subscriptions[c]) == topics for c in consumers[1:]):
-        return names[np.arange(n_rows) % len(consumers)].tolist()
-    return ring_walk(problem)
+    return problem.codes().index.names[assign_codes(problem)].tolist()
 
 
 def ring_walk(problem: GroupProblem) -> list[str]:
-    """The general path, for any subscriptions: one vectorised step per topic."""
+    """The rule topic by topic, for any subscriptions (the reference for ``assign_codes``)."""
     consumers = sorted(problem.consumers)
     subscribers = problem.subscribers()
     position = {c: i for i, c in enumerate(consumers)}
@@ -73,5 +88,6 @@ def ring_walk(problem: GroupProblem) -> list[str]:
 
 
 STRATEGY = Strategy(
-    "roundrobin", "group", "Kafka's RoundRobinAssignor: one ring over all partitions", assign_group=assign_group
+    "roundrobin", "group", "Kafka's RoundRobinAssignor: one ring over all partitions", assign_group=assign_group,
+    assign_codes=assign_codes,
 )

@@ -57,7 +57,6 @@ and c0: two moves, the fewest possible::
 from __future__ import annotations
 
 import heapq
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,32 +86,19 @@ class _Layout:
 
 
 def _layout(problem: GroupProblem) -> _Layout:
-    consumers = list(problem.consumers)
-    n_cons = len(consumers)
-    topics = np.asarray(problem.topics, dtype=object)
-    n_rows = len(topics)
-    starts = np.flatnonzero(np.r_[True, topics[1:] != topics[:-1]])
-    names = topics[starts]
-    n_topics = len(names)
-    row_topic = np.repeat(np.arange(n_topics, dtype=np.int64), np.diff(np.r_[starts, n_rows]))
+    codes = problem.codes()
+    index = codes.index
+    n_cons = len(index.consumers)
+    n_rows = len(codes.row_topic)
+    starts, ends = problem.topic_bounds()
+    n_topics = len(starts)
+    sizes = ends - starts
 
-    # Consumers with the same subscription list share one row of the membership matrix, so
-    # a group of 1,000 identical consumers costs one lookup, not 1,000.
-    group_keys: list[tuple[str, ...]] = []
-    group_index: dict[tuple[str, ...], int] = {}
-    consumer_group = np.empty(n_cons, dtype=np.int64)
-    for i, consumer in enumerate(consumers):
-        key = tuple(problem.subscriptions[consumer])
-        if key not in group_index:
-            group_index[key] = len(group_keys)
-            group_keys.append(key)
-        consumer_group[i] = group_index[key]
-    member = np.zeros((len(group_keys), n_topics), dtype=bool)
-    topic_code = {name: i for i, name in enumerate(names.tolist())}
-    flat = [t for key in group_keys for t in key]
-    codes = np.fromiter(map(topic_code.get, flat, itertools.repeat(-1)), dtype=np.int64, count=len(flat))
-    owners = np.repeat(np.arange(len(group_keys)), [len(key) for key in group_keys])
-    member[owners[codes >= 0], codes[codes >= 0]] = True  # topics without partitions drop out
+    # Consumers with the same subscription list (a kind) share one row of the membership
+    # matrix, so a group of 1,000 identical consumers costs one lookup, not 1,000; topics
+    # without partitions drop out.
+    consumer_group = index.kind_of
+    member = index.reads[:, codes.row_topic[starts]]
 
     # classes: distinct columns of the membership matrix, fewest subscribers first
     columns, topic_class = np.unique(member.T, axis=0, return_inverse=True)
@@ -131,23 +117,26 @@ def _layout(problem: GroupProblem) -> _Layout:
     pair_class = pair_class.astype(np.int64)
     pair_consumer = pair_consumer.astype(np.int64)
     ptr = np.searchsorted(pair_class, np.arange(len(order) + 1))
-    row_class = topic_class[row_topic]
-    class_size = np.bincount(row_class, minlength=len(order)).astype(np.int64)
+    row_topic = np.repeat(np.arange(n_topics, dtype=np.int64), sizes)
+    row_class = np.repeat(topic_class, sizes)
+    class_size = np.bincount(topic_class, weights=sizes, minlength=len(order)).astype(np.int64)
 
-    if len(problem.previous) == n_rows:
-        consumer_code = {c: i for i, c in enumerate(consumers)}
-        prev = np.fromiter(
-            map(consumer_code.get, problem.previous, itertools.repeat(-1)), dtype=np.int64, count=n_rows
-        )
-    else:
-        prev = np.full(n_rows, -1, dtype=np.int64)
+    prev = codes.previous
     has = prev >= 0
     # the contract promises eligible previous owners; a stale one is treated as none
-    has[has] = member[consumer_group[prev[has]], row_topic[has]]
-    prev = np.where(has, prev, -1)
-    pair_key = pair_class * n_cons + pair_consumer
+    if has.any():
+        has[has] = member[consumer_group[prev[has]], row_topic[has]]
+        prev = np.where(has, prev, -1)
     row_pair = np.full(n_rows, -1, dtype=np.int64)
-    row_pair[has] = np.searchsorted(pair_key, row_class[has] * n_cons + prev[has])
+    if has.any():
+        n_classes = len(order)
+        if n_classes * n_cons <= 4 * n_rows + (1 << 16):  # a dense (class, consumer) -> pair table
+            table = np.full(n_classes * n_cons, -1, dtype=np.int64)
+            table[pair_class * n_cons + pair_consumer] = np.arange(len(pair_class))
+            row_pair[has] = table[row_class[has] * n_cons + prev[has]]
+        else:
+            pair_key = pair_class * n_cons + pair_consumer
+            row_pair[has] = np.searchsorted(pair_key, row_class[has] * n_cons + prev[has])
     return _Layout(n_cons, n_topics, row_topic, row_class, prev, row_pair, ptr, pair_class, pair_consumer, class_size)
 
 
@@ -599,9 +588,9 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
     return owner
 
 
-def assign_group(problem: GroupProblem) -> list[str]:
+def assign_codes(problem: GroupProblem) -> np.ndarray:
     if len(problem.topics) == 0:
-        return []
+        return np.zeros(0, dtype=np.int64)
     lay = _layout(problem)
     kept_before = np.bincount(lay.row_pair[lay.row_pair >= 0], minlength=len(lay.pair_class)).astype(np.int64)
     per_consumer = np.bincount(lay.pair_consumer, minlength=lay.n_consumers)
@@ -609,10 +598,14 @@ def assign_group(problem: GroupProblem) -> list[str]:
         counts = _quota_counts(lay, kept_before)
     else:
         counts = _general_counts(lay, kept_before)
-    owner = _owners(lay, counts, kept_before, np.asarray(problem.lags, dtype=np.float64))
-    return np.asarray(problem.consumers, dtype=object)[owner].tolist()
+    return _owners(lay, counts, kept_before, np.asarray(problem.lags, dtype=np.float64))
+
+
+def assign_group(problem: GroupProblem) -> list[str]:
+    return problem.codes().index.names[assign_codes(problem)].tolist()
 
 
 STRATEGY = Strategy(
-    "sticky", "group", "KIP-54: balanced by count, then sticky", assign_group=assign_group, uses_previous=True
+    "sticky", "group", "KIP-54: balanced by count, then sticky", assign_group=assign_group,
+    assign_codes=assign_codes, uses_previous=True,
 )
