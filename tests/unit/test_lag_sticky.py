@@ -295,6 +295,19 @@ def test_a_plan_beyond_tolerance_is_rebalanced_and_a_huge_tolerance_keeps_it() -
     assert moved(before, kept) == set()
 
 
+def test_a_search_stopped_by_max_swaps_keeps_its_progress_instead_of_a_plan_from_scratch() -> None:
+    lags, subs = w.skewed(seed=3)
+    before = unbalanced(lags, subs, min(subs))
+    rebalanced = plan(lags, subs, before)
+    # unbounded, the search gets there by itself; three steps cannot, and their plan is kept:
+    # at most two partitions moved per step, and the heaviest consumer only ever got lighter
+    assert len(moved(before, rebalanced)) > 6
+    capped = plan(lags, subs, before, max_swaps=3)
+    assert_count_rules(capped, subs)
+    assert 0 < len(moved(before, capped)) <= 6
+    assert quality(rebalanced, subs).max_lag < quality(capped, subs).max_lag < quality(before, subs).max_lag
+
+
 @pytest.mark.parametrize(("name", "tolerance"), [("uniform", 0.05), ("skewed", 1.0)])
 def test_when_a_consumer_leaves_only_its_partitions_move(name: str, tolerance: float) -> None:
     # with fewer readers every quota grows, so every other partition can keep its owner
