@@ -57,6 +57,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
+
 log = logging.getLogger("pipeline_app")
 
 TopicPartition = tuple[str, int]
@@ -176,19 +178,23 @@ class BatchSink:
                 )
                 for r in rows
             ]
-            for attempt in range(10):
-                try:
-                    follower.write_batch(ends, sink, records)
-                    break
-                except CommitFencedError as exc:
-                    self.refused += 1
-                    log.warning("%s gen %d batch %d refused (%d records): %s", consumer, generation, batch_id, len(rows), exc)
-                    raise
-                except KafkaCommitError as exc:  # Kafka failed, nothing committed: try again
-                    log.warning("%s gen %d batch %d: write failed, retrying: %s", consumer, generation, batch_id, exc)
-                    if attempt == 9:
-                        raise
-                    time.sleep(0.5)
+            # Kafka failed, nothing committed: try again, ten times at most; a refusal is final
+            policy = Retrying(
+                retry=retry_if_exception(lambda e: isinstance(e, KafkaCommitError) and not isinstance(e, CommitFencedError)),
+                stop=stop_after_attempt(10),
+                wait=wait_fixed(0.5),
+                before_sleep=lambda state: log.warning(
+                    "%s gen %d batch %d: write failed, retrying: %s",
+                    consumer, generation, batch_id, state.outcome.exception() if state.outcome else None,
+                ),
+                reraise=True,
+            )  # fmt: skip
+            try:
+                policy(follower.write_batch, ends, sink, records)
+            except CommitFencedError as exc:
+                self.refused += 1
+                log.warning("%s gen %d batch %d refused (%d records): %s", consumer, generation, batch_id, len(rows), exc)
+                raise
             ended = time.time()
             self.batches += 1
             self.records += len(rows)
