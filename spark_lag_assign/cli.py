@@ -85,7 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
-    p = sub.add_parser("plan", help="plan and write the next generation of the plan")
+    p = sub.add_parser(
+        "plan",
+        help="plan and write the next generation of the plan",
+        epilog="Each option can also come from the --config file or from an environment variable "
+        "SPARK_LAG_ASSIGN_<KEY> (SPARK_LAG_ASSIGN_OUTPUT, SPARK_LAG_ASSIGN_TIMEOUT_MS, ...): "
+        "file < environment < command line.",
+    )
     _add_source(p)
     p.add_argument("--offsets", metavar="FILE", help="offline: an offsets snapshot (.csv, .jsonl, .parquet)")
     who = p.add_mutually_exclusive_group()

@@ -264,9 +264,10 @@ def _layer(values: Mapping[str, Any], origin: Callable[[str], str], *, strict: b
 
 
 def environment_layer(environ: Mapping[str, str]) -> dict[str, str]:
-    """``SPARK_LAG_ASSIGN_<KEY>`` variables, by key (only the keys that the environment may set)."""
+    """``SPARK_LAG_ASSIGN_<KEY>`` variables, by key (only the keys that the environment may set;
+    an empty variable counts as unset, as a shell's ``VAR=`` usually means)."""
     known = {ENV_PREFIX + k.upper(): k for k in ENV_KEYS}
-    return {known[name]: value for name, value in environ.items() if name in known}
+    return {known[name]: value for name, value in environ.items() if name in known and value.strip()}
 
 
 @dataclass

@@ -211,9 +211,9 @@ def test_strategy_options_from_the_file_and_the_command_line_merge_key_by_key(tm
 def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
     path = write(tmp_path, LIVE.replace("[plan]", "[plan]\nseed = 1\nhistory = 5"))
     env = {"SPARK_LAG_ASSIGN_SEED": "2", "SPARK_LAG_ASSIGN_TOPICS": "x, y", "SPARK_LAG_ASSIGN_ALLOW_SHRINK": "true",
-           "UNRELATED": "1"}  # fmt: skip
+           "SPARK_LAG_ASSIGN_GROUP": "", "UNRELATED": "1"}  # fmt: skip
     s = config.settings(path, environ=env)
-    assert (s.seed, s.history, s.topics, s.allow_shrink) == (2, 5, ("x", "y"), True)
+    assert (s.seed, s.history, s.topics, s.allow_shrink, s.group) == (2, 5, ("x", "y"), True, "g")
     s = config.settings(path, environ=env, seed="3", topics="z")
     assert (s.seed, s.topics) == (3, ("z",))
     # the environment's snapshot replaces the file's live cluster, as a flag would
