@@ -173,20 +173,25 @@ class MiniHDFS:
     def _wait_until_ready(self) -> None:
         """The manager writes its details file after the cluster is active (the DataNode has
         registered, safe mode is off); then the NameNode must accept a connection."""
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
+        from spark_lag_assign.retry import within
+
+        def probe() -> None:
             assert self._proc is not None
-            if self._proc.poll() is not None:
+            if self._proc.poll() is not None:  # not retried: it will not come up
                 raise HDFSError(f"HDFS exited with code {self._proc.returncode} while starting; see {self.log_path}")
-            try:
-                port = int(json.loads(self._details.read_text())["namenode_port"])
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    self.port = port
-                    return
-            except (OSError, ValueError, KeyError, TypeError):
-                pass  # not written yet, written partly, or not listening yet
-            time.sleep(0.2)
-        raise HDFSError(f"HDFS did not come up within {self.start_timeout:.0f}s; see {self.log_path}")
+            port = int(json.loads(self._details.read_text())["namenode_port"])
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                self.port = port
+
+        # the details file not written yet, written partly, or the NameNode not listening yet
+        not_yet = (OSError, ValueError, KeyError, TypeError)
+        policy = within(
+            self.start_timeout, lambda exc: isinstance(exc, not_yet), what="waiting for HDFS", first=0.2, most=0.2
+        )
+        try:
+            policy(probe)
+        except not_yet:
+            raise HDFSError(f"HDFS did not come up within {self.start_timeout:.0f}s; see {self.log_path}") from None
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
