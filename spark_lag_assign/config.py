@@ -114,7 +114,7 @@ class FileKeys(BaseModel):
 
 
 class Layer(KafkaKeys, PlanKeys):
-    """One source's values (the file's two sections, the environment, or the command line), flat."""
+    """The environment's or the command line's values: the keys of [kafka] and [plan] together."""
 
 
 #: keys that the environment may set (tables and secrets stay in the file)
