@@ -23,6 +23,7 @@ when it fails. The kernel SIGKILLs the process when the thread that started it d
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -201,10 +202,8 @@ class NamespacedProcess:
 
     def signal(self, sig: int) -> None:
         """Send ``sig`` to the whole process group."""
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, sig)
-        except ProcessLookupError:
-            pass
 
     def stop(self) -> None:
         """SIGSTOP the whole group: driver and JVM freeze together."""
@@ -244,10 +243,8 @@ class NamespacedProcess:
             return 0
         if self.proc.poll() is None:
             self.signal(signal.SIGCONT)
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)  # the driver: it ends its JVM itself
-            except ProcessLookupError:
-                pass
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -260,10 +257,8 @@ class NamespacedProcess:
         if self.proc is not None:
             self.signal(signal.SIGCONT)
             self.signal(signal.SIGKILL)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
 
     # -- output
 

@@ -45,6 +45,7 @@ bound, commits that went backwards), unit-tested in tests/unit/test_handover_ana
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -292,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def run() -> None:
         try:
             outcome["summary"] = follower.run()
-        except BaseException as exc:  # the main thread decides the exit status
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread, which decides the exit status
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, name=f"follow-{args.consumer}")
@@ -473,7 +474,7 @@ def handover_gaps(batches: Sequence[Batch]) -> list[tuple[TopicPartition, float,
     found = []
     for tp, group in sorted(by_tp.items()):
         group = sorted(group, key=lambda b: (b.started, b.key))
-        for a, b in zip(group, group[1:]):
+        for a, b in itertools.pairwise(group):
             if a.stint != b.stint:
                 found.append((tp, b.started - a.ended, a, b))
     return found
@@ -542,7 +543,7 @@ def duplicates(records: Iterable[SinkRecord], max_per_batch: int) -> Duplicates:
         order = sorted(first_start, key=lambda s: (first_start[s], s))
         rank = {s: i for i, s in enumerate(order)}
         boundaries += len(order) - 1
-        handovers += sum(1 for a, b in zip(order, order[1:]) if a[:2] != b[:2])
+        handovers += sum(1 for a, b in itertools.pairwise(order) if a[:2] != b[:2])
         copies: dict[int, list[SinkRecord]] = defaultdict(list)
         for r in rs:
             copies[r.offset].append(r)
@@ -556,7 +557,7 @@ def duplicates(records: Iterable[SinkRecord], max_per_batch: int) -> Duplicates:
             stints = [r.stint for r in cs]
             if len(set(stints)) != len(stints):
                 violations.append(f"{name}@{offset} read twice by one query {cs[0].stint}")
-            for earlier, later in zip(cs, cs[1:]):
+            for earlier, later in itertools.pairwise(cs):
                 again[later.stint].append((offset, earlier.batch))
         for stint, hits in sorted(again.items(), key=lambda kv: rank[kv[0]]):
             per_boundary[(tp, stint)] = len(hits)
