@@ -4,7 +4,8 @@
 
 On the same seeded inputs: quality from scratch (count spread, per-topic spread, optimality,
 lag imbalance, time), movement across churn, time to drain a backlog, and scale up to a
-million partitions, plus the Spark job from a million-partition snapshot. Writes
+million partitions, plus the Spark job from a million-partition snapshot, and our speed beside
+Apache Kafka's own Java assignors at a million partitions (``java_compare``; ``--no-java`` skips it). Writes
 DIR/report.md with its PNGs and the raw results (CSV, JSON), and prints the report's tables.
 ``--quick`` runs fewer seeds and smaller sizes (a couple of minutes) for development.
 Timings are one machine's, under whatever else runs on it: the report records the load.
@@ -23,7 +24,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from tests.bench import bench_sticky, compare, drain, plots, rates_bench, report, scale
+from spark_lag_assign.errors import JvmError
+from tests.bench import (
+    bench_sticky,
+    compare,
+    drain,
+    java_compare,
+    plots,
+    rates_bench,
+    report,
+    scale,
+)
 
 
 @dataclass(frozen=True)
@@ -41,11 +52,12 @@ class Mode:
     job_strategies: tuple[str, ...]
     rate_seeds: int = 10  # plan for time (rates_bench): seeds per load and speeds
     rate_speed: tuple[int, int] = (1_000_000, 1_000)  # drain's speed against lag-sticky: partitions, consumers
+    java_shapes: tuple[java_compare.Shape, ...] = java_compare.FULL  # beside Kafka's own Java assignors
 
 
 FULL = Mode("full", 20, 6, 2, (100, 100, 100), 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky",))
 QUICK = Mode("quick", 3, 1, 0, None, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",),
-             rate_seeds=3, rate_speed=(100_000, 100))
+             rate_seeds=3, rate_speed=(100_000, 100), java_shapes=java_compare.QUICK)
 
 CHURN_SHAPES = ("skewed", "seed002", "mixed")
 DRAIN_SHAPES = ("skewed", "seed002", "mixed")
@@ -84,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", required=True, metavar="DIR", help="where report.md, the PNGs and raw results go")
     parser.add_argument("--no-scale", action="store_true", help="skip the scale grid and the Spark job")
     parser.add_argument("--no-job", action="store_true", help="skip the Spark job")
+    parser.add_argument("--no-java", action="store_true", help="skip the comparison with Kafka's own Java assignors")
     args = parser.parse_args(argv)
     mode = QUICK if args.quick else FULL
     out = Path(args.output)
@@ -124,6 +137,16 @@ def main(argv: list[str] | None = None) -> int:
             job = scale.run_job(topics, per_topic, consumers, mode.job_strategies)
             clock.done(f"Spark job ({topics * per_topic:,} partitions x {consumers:,} consumers)")
 
+    java: pd.DataFrame | None = None
+    java_error = "skipped (--no-java)" if args.no_java else ""
+    if not args.no_java:
+        try:
+            java = java_compare.run(mode.java_shapes, log=_log)
+        except JvmError as e:  # the jars or javac are missing: say so in the report, keep the rest
+            java_error = str(e).splitlines()[0]
+            _log(f"Kafka's Java assignors not run: {java_error}")
+        clock.done(f"beside Kafka's Java assignors ({', '.join(s.name for s in mode.java_shapes)})")
+
     # pictures
     lags, subs = compare.SHAPE["skewed"].make(0)
     bar_plans = {p.name: p.run(lags, subs, None, 0, 1) for p in compare.PLANNERS}
@@ -137,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if grid is not None:
         pngs["scale"] = plots.scale_times(grid, names, out / "scale.png", limit=mode.peer_limit)
+    if java is not None:
+        pngs["java"] = java_compare.plot(java, out / "java_ratios.png")
     clock.done("plots")
 
     static.to_csv(out / "static.csv", index=False)
@@ -147,10 +172,15 @@ def main(argv: list[str] | None = None) -> int:
         grid.to_csv(out / "scale.csv", index=False)
     if job is not None:
         (out / "job.json").write_text(json.dumps(job, indent=1, default=str) + "\n")
+    if java is not None:
+        java.to_csv(out / "java.csv", index=False)
 
     goals = report.targets(static, churn, grid, job, identical=[s.name for s in [*compare.SHAPES, compare.LARGE] if s.identical])
+    goals += report.java_targets(java, java_error)
     text = render(mode, clock, static, churn, drained, grid, job, goals, pngs, sticky_rows)
     text += rates_section(mode, timed_rates, rate_speed, pngs["rates"])
+    text += "\n" + (java_compare.section(java, pngs["java"], mode.name == "quick") if java is not None
+                    else f"## Beside Apache Kafka's own Java assignors\n\nNot run: {java_error}\n")
     (out / "report.md").write_text(text)
     print(text)
     _log(f"wrote {out / 'report.md'} and {len(pngs)} PNGs in {clock.total:.0f} s")
@@ -178,7 +208,7 @@ def render(
         f"`python -m tests.bench{' --quick' if mode.name == 'quick' else ''}` ({mode.name} run), {when}; "
         f"{os.cpu_count()} cores shared with other work: 1-minute load average {loads} (at the start and after each "
         f"section). Wall time {clock.total:.0f} s: {sections}. Timings are single runs on that machine; read them "
-        "as orders of magnitude. Raw results: `static.csv`, `churn.csv`, `drain.csv`, `scale.csv`, `job.json`.",
+        "as orders of magnitude. Raw results: `static.csv`, `churn.csv`, `drain.csv`, `scale.csv`, `job.json`, `java.csv`.",
         "Planners: ours (`range`, `roundrobin`, `lag`, `shuffle`, `sticky`, `lag-sticky`) and kafka-python 3.0.12's "
         "`RangePartitionAssignor` (`kp-range`), `RoundRobinPartitionAssignor` (`kp-roundrobin`) and "
         "`StickyPartitionAssignor` (`kp-sticky`), called directly on the same inputs (`tests/peers.py`). "

@@ -160,22 +160,28 @@ def run(
     previous: pd.DataFrame | None = None,
     warmup: int = 2,
     runs: int = 5,
+    budget: float = 30.0,
     owners: bool = False,
     heap: str = "6g",
     timeout: float = 1800.0,
 ) -> list[JavaResult]:
-    """Run Kafka's assignors ``names`` (keys of ASSIGNORS) on one group in one JVM."""
+    """Run Kafka's assignors ``names`` (keys of ASSIGNORS) on one group in one JVM.
+
+    Each: up to ``warmup`` untimed calls (at least one; fewer once they took ``budget`` / 4
+    seconds), then up to ``runs`` timed ones (at least three unless ``runs`` is smaller; fewer
+    once they took ``budget`` seconds). Only the assign call is timed, after a GC.
+    """
     unknown = [n for n in names if n not in ASSIGNORS]
     if unknown:
         raise ValueError(f"unknown Java assignor(s) {', '.join(unknown)}; known: {', '.join(ASSIGNORS)}")
-    if runs < 1 or warmup < 0:
-        raise ValueError("runs must be at least 1 and warmup at least 0")
+    if runs < 1 or warmup < 1:
+        raise ValueError("runs and warmup must be at least 1")
     cp = classpath()
     with tempfile.TemporaryDirectory(prefix="assignor-bench-") as tmp:
         source, target = Path(tmp) / "group.txt", Path(tmp) / "result.json"
         rows = write_input(source, lags, subscriptions, previous)
         command = [java(), f"-Xmx{heap}", "-cp", cp, "AssignorBench", str(source), str(target), str(warmup), str(runs),
-                   "1" if owners else "0", *(ASSIGNORS[n][0] for n in names)]
+                   str(budget), "1" if owners else "0", *(ASSIGNORS[n][0] for n in names)]
         done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
             raise JvmError(f"AssignorBench failed (exit {done.returncode}):\n{done.stderr[-4000:]}")

@@ -267,10 +267,20 @@ def targets(
     return out
 
 
+def java_targets(java: pd.DataFrame | None, error: str = "") -> list[Target]:
+    """Issue 13's targets from ``tests.bench.java_compare.run``; not measured when it did not run."""
+    from tests.bench import java_compare  # it imports this module for Target and table
+
+    if java is not None:
+        return java_compare.targets(java)
+    return [Target("ours beside Apache Kafka's own Java assignors (sticky, lag-sticky, range, roundrobin)",
+                   f"not run: {error}", None)]
+
+
 def targets_table(items: Sequence[Target]) -> str:
     mark = {True: "holds", False: "**does not hold**", None: "not measured"}
     return table(["target", "measured", ""], [[t.what, t.measured, mark[t.holds]] for t in items])
 
 
-__all__ = ["Target", "churn_table", "drain_table", "job_table", "scale_table", "static_table", "sticky_table", "table",
-           "targets", "targets_table"]
+__all__ = ["Target", "churn_table", "drain_table", "java_targets", "job_table", "scale_table", "static_table",
+           "sticky_table", "table", "targets", "targets_table"]

@@ -107,7 +107,7 @@ def outcome(case: Case) -> Outcome:
         previous = sla.assign(lags, subs, "sticky")  # both sides are handed the same previous plan
         lags, subs = after(case, lags, subs)
     ours = {name: sla.assign(lags, subs, name, previous=previous) for name in PAIRS}
-    runs = kafka_java.run(lags, subs, list(PAIRS.values()), previous=previous, warmup=0, runs=1, owners=True)
+    runs = kafka_java.run(lags, subs, list(PAIRS.values()), previous=previous, warmup=1, runs=1, owners=True)
     java = {r.name: r.plan for r in runs if r.plan is not None}
     return Outcome(lags, subs, previous, ours, java)
 

@@ -2,17 +2,19 @@
  * Apache Kafka's own assignors on an input file that tests/bench/kafka_java.py writes, so that
  * they run beside spark-lag-assign's on the same group. Plain data in, JSON out.
  *
- *   java -cp <this dir>:<.jvm/assignors/*> AssignorBench INPUT OUTPUT WARMUP RUNS OWNERS NAME...
+ *   java -cp <this dir>:<.jvm/assignors/*> AssignorBench INPUT OUTPUT WARMUP RUNS BUDGET OWNERS NAME...
  *
  * NAME: client-range, client-roundrobin, client-sticky, client-cooperative-sticky (kafka-clients,
  * ConsumerPartitionAssignor.assign(Cluster, GroupSubscription)), server-uniform, server-range
  * (kafka-group-coordinator, assign(GroupSpec, SubscribedTopicDescriber)). OWNERS is 1 to write
- * who owns each partition after the last run, 0 for times only.
+ * who owns each partition after the last call, 0 for times only.
  *
- * Timing: everything the assignor is handed (cluster metadata, subscriptions with the previous
- * plan encoded the way each assignor reads it, the server's inverted assignment) is built
- * before the clock starts; the clock covers the assign call alone. WARMUP untimed calls, then
- * RUNS timed ones on fresh inputs, a GC before each; the JSON lists every run and the median.
+ * Timing: what an assignor is handed (cluster metadata, subscriptions carrying the previous
+ * plan the way each assignor reads it, the server's current assignment and its inverse) is
+ * built once, before any clock starts; the clock covers the assign call alone, after a GC.
+ * Up to WARMUP untimed calls first (at least one; no more once they took BUDGET / 4 seconds),
+ * then up to RUNS timed calls (at least three; no more once they took BUDGET seconds). The
+ * JSON lists every timed call and their median.
  *
  * Input, whitespace-separated tokens:
  *   topics T      then T pairs: name partitions
@@ -46,8 +48,8 @@ import org.apache.kafka.coordinator.group.assignor.UniformAssignor;
 
 import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.PrintWriter;
 import java.io.StreamTokenizer;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -60,7 +62,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.Set;
-import java.util.function.Supplier;
 
 public final class AssignorBench {
 
@@ -72,11 +73,13 @@ public final class AssignorBench {
         String[] members;
         int[] memberList;          // per member: index into lists
         int[][] previous;          // per topic: owner (member index) per partition, -1 nobody; null: no previous plan
+        Cluster cluster;           // built on first use, shared by the client assignors (it is immutable)
     }
 
-    /** One assignor's call, prepared and ready to run; owners() reads the last result. */
+    /** One assignor with its inputs built: call() runs assign once and returns the nanoseconds
+     *  it took; owners() reads the last result. */
     interface Prepared {
-        void run();
+        long call();
         int[][] owners(Group group);
     }
 
@@ -84,35 +87,33 @@ public final class AssignorBench {
         Group group = read(Path.of(args[0]));
         int warmup = Integer.parseInt(args[2]);
         int runs = Integer.parseInt(args[3]);
-        boolean withOwners = args[4].equals("1");
+        double budget = Double.parseDouble(args[4]) * 1e9;
+        boolean withOwners = args[5].equals("1");
         StringBuilder json = new StringBuilder("{\"members\": ").append(strings(group.members)).append(", \"results\": [");
-        for (int a = 5; a < args.length; a++) {
-            String name = args[a];
-            Supplier<Prepared> prepare = assignor(name, group);
-            long[] nanos = new long[runs];
-            Prepared last = null;
-            for (int i = 0; i < warmup + runs; i++) {
-                Prepared call = prepare.get();
+        for (int a = 6; a < args.length; a++) {
+            Prepared assignor = prepare(args[a], group);
+            int warmed = 0;
+            for (long spent = 0; warmed < Math.max(1, warmup) && (warmed == 0 || spent < budget / 4); warmed++) {
                 System.gc();
-                long start = System.nanoTime();
-                call.run();
-                long took = System.nanoTime() - start;
-                if (i >= warmup) nanos[i - warmup] = took;
-                last = call;
+                spent += assignor.call();
             }
-            long[] sorted = nanos.clone();
-            Arrays.sort(sorted);
-            double median = runs % 2 == 1 ? sorted[runs / 2] : (sorted[runs / 2 - 1] + sorted[runs / 2]) / 2.0;
-            json.append(a > 5 ? ", " : "").append("{\"assignor\": \"").append(name).append("\", \"warmup\": ")
-                .append(warmup).append(", \"seconds\": [");
-            for (int i = 0; i < runs; i++) json.append(i > 0 ? ", " : "").append(nanos[i] / 1e9);
+            List<Long> nanos = new ArrayList<>();
+            for (long spent = 0; nanos.size() < Math.max(1, runs) && (nanos.size() < 3 || spent < budget); ) {
+                System.gc();
+                nanos.add(assignor.call());
+                spent += nanos.get(nanos.size() - 1);
+            }
+            long[] sorted = nanos.stream().mapToLong(Long::longValue).sorted().toArray();
+            int n = sorted.length;
+            double median = n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+            json.append(a > 6 ? ", " : "").append("{\"assignor\": \"").append(args[a]).append("\", \"warmup\": ")
+                .append(warmed).append(", \"seconds\": [");
+            for (int i = 0; i < n; i++) json.append(i > 0 ? ", " : "").append(nanos.get(i) / 1e9);
             json.append("], \"median\": ").append(median / 1e9);
             if (withOwners) {
                 json.append(", \"owners\": [");
-                int[][] owners = last.owners(group);
-                for (int t = 0; t < owners.length; t++) {
-                    json.append(t > 0 ? ", " : "").append(Arrays.toString(owners[t]));
-                }
+                int[][] owners = assignor.owners(group);
+                for (int t = 0; t < owners.length; t++) json.append(t > 0 ? ", " : "").append(Arrays.toString(owners[t]));
                 json.append("]");
             }
             json.append("}");
@@ -121,15 +122,14 @@ public final class AssignorBench {
         Files.writeString(Path.of(args[1]), json);
     }
 
-    static Supplier<Prepared> assignor(String name, Group group) {
+    static Prepared prepare(String name, Group group) {
         switch (name) {
-            case "client-range": return () -> client(group, new RangeAssignor());
-            case "client-roundrobin": return () -> client(group, new RoundRobinAssignor());
-            case "client-sticky": return () -> client(group, new StickyAssignor());
-            case "client-cooperative-sticky": return () -> client(group, new CooperativeStickyAssignor());
-            case "server-uniform": return () -> server(group, new UniformAssignor());
-            case "server-range":
-                return () -> server(group, new org.apache.kafka.coordinator.group.assignor.RangeAssignor());
+            case "client-range": return client(group, new RangeAssignor());
+            case "client-roundrobin": return client(group, new RoundRobinAssignor());
+            case "client-sticky": return client(group, new StickyAssignor());
+            case "client-cooperative-sticky": return client(group, new CooperativeStickyAssignor());
+            case "server-uniform": return server(group, new UniformAssignor());
+            case "server-range": return server(group, new org.apache.kafka.coordinator.group.assignor.RangeAssignor());
             default: throw new IllegalArgumentException("unknown assignor " + name);
         }
     }
@@ -140,48 +140,51 @@ public final class AssignorBench {
 
     @SuppressWarnings("removal") // ConsumerGroupMetadata's constructor: the one way to hand an assignor its last assignment
     static Prepared client(Group g, ConsumerPartitionAssignor assignor) {
-        List<PartitionInfo> infos = new ArrayList<>();
-        Node[] none = new Node[0];
-        for (int t = 0; t < g.topics.length; t++) {
-            for (int p = 0; p < g.partitions[t]; p++) infos.add(new PartitionInfo(g.topics[t], p, null, none, none));
+        if (g.cluster == null) {
+            List<PartitionInfo> infos = new ArrayList<>();
+            Node[] none = new Node[0];
+            for (int t = 0; t < g.topics.length; t++) {
+                for (int p = 0; p < g.partitions[t]; p++) infos.add(new PartitionInfo(g.topics[t], p, null, none, none));
+            }
+            g.cluster = new Cluster("bench", List.of(), infos, Set.of(), Set.of());
         }
-        Cluster cluster = new Cluster("bench", List.of(), infos, Set.of(), Set.of());
         List<List<String>> topicLists = new ArrayList<>();
         for (int[] list : g.lists) {
             List<String> names = new ArrayList<>();
             for (int t : list) names.add(g.topics[t]);
-            topicLists.add(names);
+            topicLists.add(Collections.unmodifiableList(names));
         }
         List<List<TopicPartition>> owned = ownedByMember(g);
+        int generation = g.previous == null ? -1 : GENERATION;  // -1: none
         boolean eager = assignor instanceof StickyAssignor;
-        Map<String, Subscription> subscriptions = new HashMap<>();
+        ByteBuffer[] userData = new ByteBuffer[g.members.length];
         for (int m = 0; m < g.members.length; m++) {
-            List<TopicPartition> mine = owned.get(m);
-            // StickyAssignor (eager: members revoke everything before they join) reads the
-            // previous plan from its user data, the way a consumer's own StickyAssignor writes
-            // it after an assignment; the others read ownedPartitions (and a generation).
-            java.nio.ByteBuffer userData = null;
-            if (assignor instanceof StickyAssignor && g.previous != null) {
-                StickyAssignor own = new StickyAssignor();
-                own.onAssignment(new Assignment(mine), new ConsumerGroupMetadata("bench", GENERATION, g.members[m], Optional.empty()));
-                userData = own.subscriptionUserData(new HashSet<>(topicLists.get(g.memberList[m])));
-            } else if (assignor instanceof CooperativeStickyAssignor) {
-                CooperativeStickyAssignor own = new CooperativeStickyAssignor();
-                if (g.previous != null) {
-                    own.onAssignment(new Assignment(mine), new ConsumerGroupMetadata("bench", GENERATION, g.members[m], Optional.empty()));
-                }
-                userData = own.subscriptionUserData(new HashSet<>(topicLists.get(g.memberList[m])));
+            // StickyAssignor (eager: members revoke everything before they rejoin) reads the
+            // previous plan from its user data, written by the member's own StickyAssignor after
+            // its last assignment; the others read ownedPartitions and the generation.
+            ConsumerPartitionAssignor own = eager ? new StickyAssignor()
+                : assignor instanceof CooperativeStickyAssignor ? new CooperativeStickyAssignor() : null;
+            if (own == null) continue;
+            if (g.previous != null) {
+                own.onAssignment(new Assignment(owned.get(m)), new ConsumerGroupMetadata("bench", GENERATION, g.members[m], Optional.empty()));
             }
-            Optional<Integer> generation = g.previous == null ? Optional.empty() : Optional.of(GENERATION);
-            subscriptions.put(g.members[m], new Subscription(topicLists.get(g.memberList[m]), userData,
-                eager ? List.of() : mine, generation.orElse(-1), Optional.empty()));
+            userData[m] = own.subscriptionUserData(new HashSet<>(topicLists.get(g.memberList[m])));
         }
-        GroupSubscription request = new GroupSubscription(subscriptions);
         return new Prepared() {
             Map<String, Assignment> result;
 
-            public void run() {
-                result = assignor.assign(cluster, request).groupAssignment();
+            public long call() {
+                Map<String, Subscription> subscriptions = new HashMap<>();
+                for (int m = 0; m < g.members.length; m++) {
+                    // a fresh view of the user data each call: reading it moves its position
+                    ByteBuffer data = userData[m] == null ? null : userData[m].duplicate();
+                    subscriptions.put(g.members[m], new Subscription(topicLists.get(g.memberList[m]), data,
+                        eager ? List.of() : owned.get(m), generation, Optional.empty()));
+                }
+                GroupSubscription request = new GroupSubscription(subscriptions);
+                long start = System.nanoTime();
+                result = assignor.assign(g.cluster, request).groupAssignment();
+                return System.nanoTime() - start;
             }
 
             public int[][] owners(Group group) {
@@ -207,6 +210,7 @@ public final class AssignorBench {
                 if (g.previous[t][p] >= 0) owned.get(g.previous[t][p]).add(new TopicPartition(g.topics[t], p));
             }
         }
+        owned.replaceAll(Collections::unmodifiableList);
         return owned;
     }
 
@@ -258,8 +262,10 @@ public final class AssignorBench {
         return new Prepared() {
             GroupAssignment result;
 
-            public void run() {
+            public long call() {
+                long start = System.nanoTime();
                 result = assignor.assign(spec, describer);
+                return System.nanoTime() - start;
             }
 
             public int[][] owners(Group group) {
