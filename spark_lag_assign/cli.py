@@ -280,6 +280,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         current = store.latest() if args.generation is None else store.get(args.generation)
         if current is None:
             kept = store.generations()
+            if args.generation is None and kept:  # generations exist, none readable: the store logged why
+                raise ConfigError(f"{args.store} has no readable plan (generations kept: {', '.join(map(str, kept))}; "
+                                  "see the warning above for why each was skipped)")
             what = "no plan" if args.generation is None else f"no generation {args.generation}"
             raise ConfigError(f"{args.store} has {what} (generations kept: {', '.join(map(str, kept)) or 'none'})")
         previous = store.get(current["generation"] - 1) if current["generation"] > 1 else None
@@ -358,7 +361,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     read = {t for ts in subs.values() for t in ts}
     assigned = lags[lags["topic"].isin(read)]
     print(
-        f"simulate: {len(assigned):,} partitions of {len(read & set(topics))} topic(s), lag {int(assigned['lag'].sum()):,}, "
+        f"simulate: {len(assigned):,} partitions of {len(read & set(topics))} topic(s), lag {metrics.exact_sum(assigned['lag']):,}, "
         + (f"{len(subs)} consumers reading {rate:,g} msg/s each" if not isinstance(rate, dict) else
            f"{len(subs)} consumers reading {min(rate.values()):,g}-{max(rate.values()):,g} msg/s")
     )

@@ -287,6 +287,7 @@ def test_show_of_a_store_holding_only_a_malformed_plan_is_one_error_line_and_exi
     assert "Traceback" not in err
     errors = err.splitlines()
     assert len(errors) == 2 and all(line.startswith("spark-lag-assign: error: ") for line in errors)
+    assert "no readable plan (generations kept: 1;" in errors[0]  # not "no plan": one exists, unreadable
     # why, in one warning line of the store (on stderr outside pytest)
     reasons = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert reasons and 'consumers.C1.assign.t0[0] must be an integer (got "1")' in reasons[0] and "\n" not in reasons[0]
