@@ -141,3 +141,102 @@ def test_faults_of_a_scheduled_run_leave_the_previous_plan_untouched(
                               "sasl_plain_password=planner-secret"))
     assert code == 0, err
     assert plan_io.read_plan(out)["generation"] == 2
+
+
+# -- rates measured between two live generations (issue 12) ------------------------------------
+
+
+def _plan_live(spark, kafka: LocalKafka, group: str, topics: str, consumers: str, out: Path) -> plan_io.Plan:  # type: ignore[no-untyped-def]
+    code = cli.main(["plan", "--bootstrap-servers", kafka.bootstrap_servers, "--group", group, "--topics", topics,
+                     "--consumers", consumers, "--output", str(out)], session_factory=lambda conf, master: spark)
+    assert code == 0
+    return plan_io.read_plan(out)
+
+
+def _owned(doc: plan_io.Plan, topic: str) -> dict[str, list[int]]:
+    return {c: e["assign"].get(topic, []) for c, e in doc["consumers"].items()}
+
+
+def test_the_second_live_generation_carries_produce_and_read_rates_measured_since_the_first(
+    kafka: LocalKafka, spark, tmp_path: Path  # type: ignore[no-untyped-def]
+) -> None:
+    topic, group = "rates-live", "rates-live-pipelines"
+    create_topic(kafka.bootstrap_servers, topic, 4)
+    produce(kafka.bootstrap_servers, topic, {p: 100 for p in range(4)})
+    commit(kafka.bootstrap_servers, group, {(topic, p): 0 for p in range(4)})
+    first = _plan_live(spark, kafka, group, topic, "a,b", tmp_path)
+    assert first["rates_source"] == "none" and first["rates_estimated"] is True
+    assert first["observed"]["end_offsets"] == {topic: {str(p): 100 for p in range(4)}}
+
+    # between the runs producers append unevenly and both pipelines read 40 records of each partition
+    appended = {0: 50, 1: 20, 2: 0, 3: 10}
+    produce(kafka.bootstrap_servers, topic, {p: n for p, n in appended.items() if n}, start={p: 100 for p in range(4)})
+    commit(kafka.bootstrap_servers, group, {(topic, p): 40 for p in range(4)})
+    second = _plan_live(spark, kafka, group, topic, "a,b", tmp_path)
+
+    interval = second["observed"]["time"] - first["observed"]["time"]
+    assert interval > 0
+    assert second["rates_source"] == "measured" and second["rates_estimated"] is False
+    assert second["observed"]["end_offsets"] == {topic: {str(p): 100 + appended[p] for p in range(4)}}
+    for consumer, partitions in _owned(first, topic).items():  # rates belong to who read in between
+        entry = second["consumers"][consumer]
+        assert entry["read_rate_source"] == "measured"  # still behind: the rate is its speed, not a floor
+        assert entry["read_rate"] == pytest.approx(40 * len(partitions) / interval, rel=1e-6)
+    for consumer, partitions in _owned(second, topic).items():  # produce rates land on the new owners
+        want = sum(appended[p] for p in partitions) / interval
+        assert second["consumers"][consumer]["produce_rate"] == pytest.approx(want, rel=1e-5, abs=1e-6)
+    assert second["cannot_keep_up"] == [] and second["drain_seconds"] is not None
+
+
+def _recreate(bootstrap_servers: str, topic: str, partitions: int) -> None:
+    """Delete ``topic`` and create it again, empty: its end offsets start from 0."""
+    import time
+
+    from kafka import KafkaAdminClient
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="sla-test-recreate")
+    try:
+        admin.delete_topics([topic], timeout_ms=30000)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                create_topic(bootstrap_servers, topic, partitions)
+                return
+            except TopicAlreadyExistsError:  # still being deleted
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        admin.close()
+
+
+def test_a_topic_recreated_between_generations_has_unknown_produce_rates_and_a_warning(
+    kafka: LocalKafka, spark, tmp_path: Path, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    group = "recreated-pipelines"
+    create_topic(kafka.bootstrap_servers, "recreated", 2)
+    create_topic(kafka.bootstrap_servers, "steady", 1)
+    produce(kafka.bootstrap_servers, "recreated", {0: 60, 1: 60})
+    produce(kafka.bootstrap_servers, "steady", {0: 10})
+    commit(kafka.bootstrap_servers, group, {("recreated", 0): 20, ("recreated", 1): 20, ("steady", 0): 5})
+    first = _plan_live(spark, kafka, group, "recreated,steady", "solo", tmp_path)
+    assert first["observed"]["end_offsets"]["recreated"] == {"0": 60, "1": 60}
+
+    _recreate(kafka.bootstrap_servers, "recreated", 2)
+    produce(kafka.bootstrap_servers, "recreated", {0: 5, 1: 5})
+    produce(kafka.bootstrap_servers, "steady", {0: 30}, start={0: 10})
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="spark_lag_assign"):
+        second = _plan_live(spark, kafka, group, "recreated,steady", "solo", tmp_path)
+
+    assert second["observed"]["end_offsets"]["recreated"] == {"0": 5, "1": 5}  # the offsets went back
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "went back" in r.getMessage()]
+    assert len(warnings) == 1, caplog.text
+    assert warnings[0].startswith("rates: end offsets went back on recreated-0 and 1 more (from 60 to 5")
+    assert "produce rate unknown there" in warnings[0]
+    assert any("end offsets went back on recreated-0" in n for n in second["rates_notes"])
+    # only steady's 30 records count: the recreated partitions' rates are unknown, not negative
+    interval = second["observed"]["time"] - first["observed"]["time"]
+    assert second["consumers"]["solo"]["produce_rate"] == pytest.approx(30 / interval, rel=1e-5)
+    assert second["rates_source"] == "measured"
