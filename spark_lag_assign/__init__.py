@@ -25,6 +25,7 @@ from spark_lag_assign.errors import (
 )
 from spark_lag_assign.invariants import check_assignment
 from spark_lag_assign.lag import compute_lag
+from spark_lag_assign.planformat import PlanFormatError, parse_plan
 from spark_lag_assign.store import ClaimFencedError, PublishFencedError, StoreError, open_store
 
 __version__ = "0.1.0"
@@ -56,6 +57,7 @@ __all__ = [
     "NothingAssignedError",
     "PlanError",
     "PlanFollower",
+    "PlanFormatError",
     "PublishFencedError",
     "STRATEGIES",
     "SparkLagAssignError",
@@ -65,6 +67,7 @@ __all__ = [
     "check_assignment",
     "compute_lag",
     "open_store",
+    "parse_plan",
     "read_assigned",
     "unassigned",
 ]
