@@ -66,7 +66,7 @@ def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[s
             key = tuple(topics)
             normal = by_value.get(key)
             if normal is None:
-                if not all(isinstance(t, str) and t for t in key):
+                if key and (pd.api.types.infer_dtype(key, skipna=False) != "string" or "" in key):
                     raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
                 normal = by_value[key] = sorted(set(key))
             by_object[id(topics)] = normal

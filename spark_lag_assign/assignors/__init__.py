@@ -75,12 +75,17 @@ def _factorize_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         head_codes, uniques = pd.factorize(values[heads], use_na_sentinel=True)
         codes = np.repeat(head_codes, np.diff(np.r_[heads, len(values)]))
     uniques = np.asarray(uniques, dtype=object)
-    if (codes < 0).any() or not all(isinstance(t, str) and t for t in uniques):
+    if (codes < 0).any() or not _all_names(uniques):
         raise InputError("lags: column topic must hold non-empty strings")
     sorter = np.argsort(uniques, kind="stable")
     rank = np.empty(len(sorter), dtype=np.int64)
     rank[sorter] = np.arange(len(sorter))
     return rank[codes], uniques[sorter]
+
+
+def _all_names(values: np.ndarray) -> bool:
+    """Every value a non-empty string (checked in C: ten thousand topics cost microseconds)."""
+    return len(values) == 0 or (pd.api.types.infer_dtype(values, skipna=False) == "string" and not (values == "").any())
 
 
 def _integer_column(lags: pd.DataFrame, col: str, where: Any) -> np.ndarray:

@@ -482,11 +482,127 @@ def _capped_fill(held: np.ndarray, cap: np.ndarray, units: int) -> np.ndarray:
     return out
 
 
+def _stable_order(key: np.ndarray) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` for non-negative integer keys: below 2^32 as one or
+    two passes of numpy's radix sort on 16-bit digits, several times faster than a merge sort."""
+    if len(key) == 0:
+        return np.zeros(0, dtype=np.int64)
+    top = int(key.max())
+    if top < 2**16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    if top < 2**32:
+        order = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+        return order[np.argsort((key[order] >> 16).astype(np.uint16), kind="stable")]
+    return np.argsort(key, kind="stable")
+
+
 def _interleave(owners: np.ndarray, amounts: np.ndarray) -> np.ndarray:
     """``owners`` repeated by ``amounts`` in round-robin order: o0, o1, o2, o0, o2, ..."""
     slots = np.repeat(owners, amounts)
     rounds = np.arange(len(slots)) - np.repeat(np.cumsum(amounts) - amounts, amounts)
-    return slots[np.lexsort((slots, rounds))]
+    if len(owners) > 1 and not (owners[1:] > owners[:-1]).all():
+        return slots[np.lexsort((slots, rounds))]
+    return slots[_stable_order(rounds)]  # ascending owners: within a round, already in order
+
+
+def _segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(start, length) of each run of equal values of a sorted array."""
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    return starts, np.diff(np.r_[starts, len(keys)])
+
+
+def _kept_of_shrinking(
+    lay: _Layout, rows: np.ndarray, keep: np.ndarray, kept_before: np.ndarray, lags: np.ndarray
+) -> np.ndarray:
+    """Which of ``rows`` (ascending; their pairs keep some but not all) stay with their owner.
+
+    In keeping order, each pair keeps its first ``keep`` rows: the partitions farthest from
+    the group's average lag, then those of topics the owner holds least of relative to their
+    size (the j-th partition, from 0, an owner holds of a topic is over its fair share by
+    ``(j + 1) - size / subscribers``, so a plan stays spread over topics and a later topic
+    deletion unbalances it less), then by a per-owner rotation over topics, then row order.
+    """
+    n_rows, n_topics, n = len(lay.row_class), lay.n_topics, len(rows)
+    every = n == n_rows  # a join: every row is a candidate, so no gathering
+    prev = lay.row_prev if every else lay.row_prev[rows]
+    topic = lay.row_topic if every else lay.row_topic[rows]
+    pair = lay.row_pair if every else lay.row_pair[rows]
+    # rows ascend, so a stable sort by owner leaves each (owner, topic) group contiguous
+    by_owner = _stable_order(prev)
+    topic_by_owner = topic[by_owner]
+    prev_by_owner = prev[by_owner]
+    group_start = np.flatnonzero(
+        np.r_[True, (topic_by_owner[1:] != topic_by_owner[:-1]) | (prev_by_owner[1:] != prev_by_owner[:-1])]
+    )
+    within = np.empty(n, dtype=np.int64)
+    within[by_owner] = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
+    subscribers = np.diff(lay.ptr)[lay.row_class if every else lay.row_class[rows]]
+    excess = (within + 1) * subscribers - np.bincount(lay.row_topic, minlength=n_topics)[topic]
+    excess -= excess.min()
+    widest = int(excess.max()) + 1
+    rotation = topic - prev
+    rotation %= n_topics
+    typical = np.abs((lags if every else lags[rows]) - lags.mean())
+
+    # one integer per row, ascending in keeping order, when the four keys fit in 62 bits
+    if typical.min() == typical.max():
+        score, spread = excess, 1
+    else:
+        _, closeness = np.unique(-typical, return_inverse=True)
+        spread = int(closeness.max()) + 1
+        score = closeness * widest + excess
+    drop = kept_before - keep
+    if spread * widest * n_topics * n_rows >= 2**62:  # keys too wide to pack: sort by them in turn
+        order = np.lexsort((rows, rotation, excess, -typical, pair))
+    else:
+        score = score * n_topics + rotation
+        score *= n_rows
+        score += rows
+        most = int(drop[(keep > 0) & (drop > 0)].max())
+        if most <= 4:  # a join: each owner gives up one or two, found by a few maxima per pair
+            # with a single class pairs follow owners, so the order by owner is the order by pair
+            by_pair = by_owner if len(lay.ptr) == 2 else _stable_order(pair)
+            score, pair = score[by_pair], pair[by_pair]
+            starts, lengths = _segments(pair)
+            dropped = np.zeros(n, dtype=bool)
+            wanted = drop[pair[starts]]
+            for step in range(most):
+                top = np.maximum.reduceat(score, starts)
+                hit = (score == np.repeat(top, lengths)) & np.repeat(wanted > step, lengths)
+                dropped |= hit
+                score[hit] = -1
+            return rows[by_pair][~dropped]
+        order = np.lexsort((score, pair))
+    pair_sorted = pair[order]
+    rank = np.arange(len(order)) - np.searchsorted(pair_sorted, pair_sorted, side="left")
+    return rows[order][rank < keep[pair_sorted]]
+
+
+class _Held:
+    """How many partitions of each of ``topics`` (ascending) each consumer keeps: a dense table
+    when topics x consumers is small next to the rows, else sorted (topic, consumer) keys."""
+
+    def __init__(self, lay: _Layout, owner: np.ndarray, kept_rows: np.ndarray, topics: np.ndarray) -> None:
+        self.n_cons = n_cons = lay.n_consumers
+        slot = np.full(lay.n_topics, -1, dtype=np.int64)
+        slot[topics] = np.arange(len(topics))
+        kept_slot = slot[lay.row_topic[kept_rows]]
+        inside = kept_slot >= 0
+        keys = kept_slot[inside] * n_cons + owner[kept_rows[inside]]
+        self.dense = len(topics) * n_cons <= 4 * len(lay.row_class) + (1 << 16)
+        if self.dense:
+            self.table = np.bincount(keys, minlength=len(topics) * n_cons)
+        else:
+            self.keys, self.counts = np.unique(keys, return_counts=True)
+
+    def of(self, i: int, cons: np.ndarray) -> np.ndarray:
+        """Per consumer of ``cons`` (ascending), its kept partitions of the i-th topic."""
+        if self.dense:
+            return self.table[i * self.n_cons + cons]
+        lo, hi = np.searchsorted(self.keys, [i * self.n_cons, (i + 1) * self.n_cons])
+        held = np.zeros(len(cons), dtype=np.int64)
+        held[np.searchsorted(cons, self.keys[lo:hi] - i * self.n_cons)] = self.counts[lo:hi]
+        return held
 
 
 def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.ndarray) -> np.ndarray:
@@ -500,7 +616,6 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
     n_rows, n_cons = len(lay.row_class), lay.n_consumers
     keep = np.minimum(counts, kept_before)
     owner = np.full(n_rows, -1, dtype=np.int64)
-    topic_size = np.bincount(lay.row_topic, minlength=lay.n_topics)
     topic_class = np.zeros(lay.n_topics, dtype=np.int64)
     topic_class[lay.row_topic] = lay.row_class
     subscribers = np.diff(lay.ptr)
@@ -509,34 +624,9 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
     pair = lay.row_pair[rows]
     shrinking = keep[pair] < kept_before[pair]
     kept_rows = rows[~shrinking]  # a consumer that keeps everything of a class needs no choice
-    give_up = rows[shrinking]
-    if len(give_up):
-        prev = lay.row_prev[give_up]
-        topic = lay.row_topic[give_up]
-        # the j-th partition (from 0) a consumer holds of a topic is over its fair share by
-        # (j + 1) - size / subscribers; the most over-represented are given up first, so a
-        # plan stays spread over topics and a later topic deletion unbalances it less
-        by_owner_topic = np.argsort(prev * lay.n_topics + topic, kind="stable")
-        key = (prev * lay.n_topics + topic)[by_owner_topic]
-        group_start = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-        within = np.empty(len(give_up), dtype=np.int64)
-        within[by_owner_topic] = np.arange(len(give_up)) - np.repeat(
-            group_start, np.diff(np.r_[group_start, len(give_up)])
-        )
-        excess = (within + 1) * subscribers[lay.row_class[give_up]] - topic_size[topic]
-        # among equals, consumers give up different topics rather than all the same one
-        rotation = (topic - prev) % lay.n_topics
-        # stable sorts, least significant key first; row order breaks the remaining ties
-        order = np.argsort(rotation, kind="stable")
-        order = order[np.argsort(excess[order], kind="stable")]
-        # before all that: the partitions nearest the group's average lag are given up first,
-        # so that neither side's lag per partition changes much (with equal lags: no effect)
-        typical = np.abs(lags[give_up] - lags.mean())
-        order = order[np.argsort(-typical[order], kind="stable")]
-        order = order[np.argsort(lay.row_pair[give_up][order], kind="stable")]
-        pair_sorted = lay.row_pair[give_up][order]
-        rank = np.arange(len(order)) - np.searchsorted(pair_sorted, pair_sorted, side="left")
-        kept_rows = np.concatenate([kept_rows, give_up[order][rank < keep[pair_sorted]]])
+    choose = rows[shrinking & (keep[pair] > 0)]  # one that keeps nothing of it needs none either
+    if len(choose):
+        kept_rows = np.concatenate([kept_rows, _kept_of_shrinking(lay, choose, keep, kept_before, lags)])
     owner[kept_rows] = lay.row_prev[kept_rows]
 
     short = counts - keep
@@ -551,29 +641,31 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
     if len(fresh_rows):
         fresh_pairs = np.flatnonzero(~has_kept[lay.pair_class])
         slots = _interleave(fresh_pairs, short[fresh_pairs])
-        slots = slots[np.argsort(lay.pair_class[slots], kind="stable")]
-        fresh_rows = fresh_rows[np.argsort(lay.row_class[fresh_rows], kind="stable")]
+        if int((~has_kept).sum()) > 1:  # more than one class starts afresh: deal each its own rows
+            slots = slots[_stable_order(lay.pair_class[slots])]
+            fresh_rows = fresh_rows[_stable_order(lay.row_class[fresh_rows])]
         owner[fresh_rows] = lay.pair_consumer[slots]
 
     # elsewhere each topic's open partitions go to the short consumers holding the fewest of
     # it; the topics with the most open partitions first, while everyone still has room
     rest = open_rows[has_kept[lay.row_class[open_rows]]]
     if len(rest):
+        receivers = np.bincount(lay.pair_class[short > 0], minlength=len(subscribers))
+        if (receivers[lay.row_class[rest]] == 1).all():  # a join: one taker per class takes all
+            taker = np.full(len(subscribers), -1, dtype=np.int64)
+            taker[lay.pair_class[short > 0]] = lay.pair_consumer[short > 0]
+            owner[rest] = taker[lay.row_class[rest]]
+            return owner
         placed = owner >= 0
         lag_held = np.bincount(owner[placed], weights=lags[placed], minlength=n_cons)
-        held_key, held_count = np.unique(lay.row_topic[kept_rows] * n_cons + owner[kept_rows], return_counts=True)
         topics, first, sizes = np.unique(lay.row_topic[rest], return_index=True, return_counts=True)
-        held_from = np.searchsorted(held_key, topics * n_cons)
-        held_to = np.searchsorted(held_key, (topics + 1) * n_cons)
+        held = _Held(lay, owner, kept_rows, topics)
         for i in np.lexsort((topics, -sizes)).tolist():
             t, m = int(topics[i]), int(sizes[i])
             k = int(topic_class[t])
             seg = slice(int(lay.ptr[k]), int(lay.ptr[k + 1]))
             cons = lay.pair_consumer[seg]
-            held = np.zeros(len(cons), dtype=np.int64)
-            holders = held_key[held_from[i] : held_to[i]] - t * n_cons
-            held[np.searchsorted(cons, holders)] = held_count[held_from[i] : held_to[i]]
-            got = _capped_fill(held, short[seg], m)
+            got = _capped_fill(held.of(i, cons), short[seg], m)
             short[seg] -= got
             open_t = rest[first[i] : first[i] + m]
             if m > 1 and lags[open_t].min() != lags[open_t].max():

@@ -74,7 +74,7 @@ def profile(shape: tuple[int, int, int], name: str, step: str, top: int = 25) ->
     call = (lambda: sla.assign(lags, subs, name)) if step == "first" else (
         lambda: sla.assign(lags, joined, name, previous=first)
     )
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(timer=time.process_time)
     prof.enable()
     call()
     prof.disable()
