@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from spark_lag_assign.errors import InputError
+
 
 def check_consumer_id(consumer: object) -> str:
     """``consumer`` if it is a usable consumer id, else one InputError line.
@@ -56,6 +58,7 @@ def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[s
         check_consumer_id(consumer)
     by_object: dict[int, list[str]] = {}  # consumers usually share a handful of list objects
     by_value: dict[tuple[str, ...], list[str]] = {}
+    by_normal: dict[tuple[str, ...], list[str]] = {}
     out: dict[str, list[str]] = {}
     for consumer in sorted(subscriptions):
         topics = subscriptions[consumer]
@@ -68,7 +71,8 @@ def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[s
             if normal is None:
                 if key and (pd.api.types.infer_dtype(key, skipna=False) != "string" or "" in key):
                     raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
-                normal = by_value[key] = sorted(set(key))
+                normal = sorted(set(key))
+                normal = by_value[key] = by_normal.setdefault(tuple(normal), normal)
             by_object[id(topics)] = normal
         out[consumer] = normal
     return out
@@ -106,8 +110,8 @@ class SubscriptionIndex:
         self.kind_of = np.empty(len(self.consumers), dtype=np.int64)
         self.reads = np.zeros((len(kinds), len(self.topics)), dtype=bool)
         for k, (topic_list, members) in enumerate(kinds.items()):
-            self.kind_of[self.consumers.get_indexer(members)] = k
-            self.reads[k, self.topics.get_indexer(list(topic_list))] = True
+            self.kind_of[_indexer(self.consumers, members)] = k
+            self.reads[k, _indexer(self.topics, list(topic_list))] = True
 
     @cached_property
     def allowed(self) -> np.ndarray:
@@ -143,7 +147,7 @@ class SubscriptionIndex:
     @cached_property
     def subscribed(self) -> np.ndarray:
         """Per topic code: somebody subscribes to it."""
-        return self.reads[np.unique(self.kind_of)].any(axis=0)
+        return np.asarray(self.reads[np.unique(self.kind_of)].any(axis=0))
 
     @cached_property
     def topic_class(self) -> np.ndarray:
@@ -183,9 +187,13 @@ def _codes(values: Sequence[str] | pd.Series | np.ndarray, index: pd.Index) -> n
     array = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else np.asarray(values, dtype=object)
     heads = run_starts(array)
     if heads is None:
-        return np.asarray(index.get_indexer(array), dtype=np.int64)
-    codes = np.asarray(index.get_indexer(array[heads]), dtype=np.int64)
-    return np.repeat(codes, np.diff(np.r_[heads, len(array)]))
+        return _indexer(index, array)
+    return np.repeat(_indexer(index, array[heads]), np.diff(np.r_[heads, len(array)]))
+
+
+def _indexer(index: pd.Index, values: Sequence[str] | np.ndarray) -> np.ndarray:
+    """Position of each value in ``index``, -1 if absent (pandas takes any list-like here)."""
+    return np.asarray(index.get_indexer(cast(Any, values)), dtype=np.int64)
 
 
 def run_starts(values: np.ndarray) -> np.ndarray | None:

@@ -38,6 +38,9 @@ ASSIGNMENT_COLUMNS = ("consumer", "topic", "partition", "lag")
 #: exclusive upper bounds: Kafka's partition ids are int32, and lags (and their total, which
 #: plans and metrics add up in int64) must stay below 2^63 so that no sum ever wraps
 LIMITS = {"partition": 2**31, "lag": 2**63}
+#: the previous plan is matched through a dense (topic, partition) table up to this many cells
+#: per row (plus a floor), through a binary search beyond
+DENSE_PER_ROW, DENSE_FLOOR = 4, 1 << 16
 
 
 def get_strategy(name: str) -> Strategy:
@@ -103,9 +106,9 @@ def _integer_column(lags: pd.DataFrame, col: str, where: Any) -> np.ndarray:
             bad = ~np.isfinite(values) | (values != np.floor(values))
             if bad.any():
                 i = int(np.argmax(bad))
-                shown = series.iloc[i]
                 kind = "not a number" if np.isnan(values[i]) else "infinite" if np.isinf(values[i]) else "not whole"
-                raise InputError(f"lags: {col} {shown!r} for {where(i)} is {kind}: column {col} must hold integers")
+                shown = _shown(series.iloc[i])
+                raise InputError(f"lags: {col} {shown} for {where(i)} is {kind}: column {col} must hold integers")
         elif values.dtype.kind not in "iu":
             raise InputError(f"lags: column {col} must hold integers")
     negative = values < 0
@@ -120,6 +123,10 @@ def _integer_column(lags: pd.DataFrame, col: str, where: Any) -> np.ndarray:
             + (", beyond Kafka's int32 partition ids" if col == "partition" else ", where totals would wrap")
         )
     return values.astype(np.int64, copy=False)
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def exact_total(values: np.ndarray) -> int:
@@ -139,7 +146,7 @@ def _read_lags(lags: pd.DataFrame) -> _Lags:
     if missing:
         raise InputError(f"lags: missing column(s) {', '.join(missing)}")
     codes, names = _factorize_sorted(lags["topic"].to_numpy(dtype=object))
-    partitions = _integer_column(lags, "partition", lambda i: f"{names[codes[i]]}-{lags['partition'].iloc[i]}")
+    partitions = _integer_column(lags, "partition", lambda i: f"a row of topic {names[codes[i]]}")
     lag = _integer_column(lags, "lag", lambda i: f"{names[codes[i]]}-{partitions[i]}")
     total = exact_total(lag)
     if total >= LIMITS["lag"]:
@@ -232,7 +239,7 @@ def _rows_of(
     width = int(max(row_partitions.max(initial=0), partitions.max(initial=0))) + 1
     wanted = topics * width + partitions
     keys = row_topics * width + row_partitions  # ascending
-    if n_topics * width <= 4 * len(keys) + (1 << 16):  # a dense table: no search at all
+    if n_topics * width <= DENSE_PER_ROW * len(keys) + DENSE_FLOOR:  # a dense table: no search at all
         table = np.full(n_topics * width, -1, dtype=np.int64)
         table[keys] = np.arange(len(keys))
         return table[wanted]
@@ -252,7 +259,7 @@ def previous_owners(
 
 
 def _names_or_none(index: SubscriptionIndex, codes: np.ndarray) -> np.ndarray:
-    return np.append(index.names, None)[codes]  # code -1 takes the None at the end
+    return np.concatenate([index.names, np.array([None], dtype=object)])[codes]  # -1: the None at the end
 
 
 def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> pd.DataFrame:
@@ -319,7 +326,7 @@ def _problem(
         row_topic, partitions, lag = row_topic[subscribed], partitions[subscribed], lag[subscribed]
     if spec.uses_previous:
         owners = previous_codes(previous, row_topic, partitions, index)
-        named: Sequence[str | None] = _names_or_none(index, owners)
+        named: Sequence[str | None] | np.ndarray = _names_or_none(index, owners)
     else:
         _check_previous(previous)
         owners, named = np.full(len(row_topic), -1, dtype=np.int64), ()

@@ -52,7 +52,7 @@ class GroupProblem:
     lags: np.ndarray  # int64, >= 0
     subscriptions: Mapping[str, Sequence[str]]  # consumer -> subscribed topics (sorted), every consumer
     consumers: Sequence[str]  # all consumers, sorted
-    previous: Sequence[str | None] = ()  # previous owner per row (a current subscriber) or None
+    previous: Sequence[str | None] | np.ndarray = ()  # previous owner per row (a current subscriber) or None
     seed: int = 0
     options: Mapping[str, Any] = field(default_factory=dict)
     #: the same rows as codes, when the front end built them; ``codes()`` derives them otherwise

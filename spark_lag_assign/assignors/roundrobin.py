@@ -47,7 +47,7 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
     codes = problem.codes()
     index = codes.index
     n_consumers = len(index.consumers)
-    starts, ends = problem.topic_bounds()
+    starts, _ = problem.topic_bounds()
     owners = np.empty(len(codes.row_topic), dtype=np.int64)
     if len(starts) == 0:
         return owners

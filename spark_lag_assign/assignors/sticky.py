@@ -482,6 +482,14 @@ def _capped_fill(held: np.ndarray, cap: np.ndarray, units: int) -> np.ndarray:
     return out
 
 
+#: the packed keys of ``_kept_of_shrinking`` must stay below this (int64, with room to spare)
+_PACK_LIMIT = 2**62
+#: up to this many partitions given up per owner are found as maxima, beyond it by sorting
+_FEW_DROPS = 4
+#: ``_Held`` keeps a dense (topic, consumer) table up to this many cells per row, plus a floor
+_DENSE_PER_ROW, _DENSE_FLOOR = 4, 1 << 16
+
+
 def _stable_order(key: np.ndarray) -> np.ndarray:
     """``np.argsort(key, kind="stable")`` for non-negative integer keys: below 2^32 as one or
     two passes of numpy's radix sort on 16-bit digits, several times faster than a merge sort."""
@@ -552,14 +560,14 @@ def _kept_of_shrinking(
         spread = int(closeness.max()) + 1
         score = closeness * widest + excess
     drop = kept_before - keep
-    if spread * widest * n_topics * n_rows >= 2**62:  # keys too wide to pack: sort by them in turn
+    if spread * widest * n_topics * n_rows >= _PACK_LIMIT:  # keys too wide to pack: sort by them in turn
         order = np.lexsort((rows, rotation, excess, -typical, pair))
     else:
         score = score * n_topics + rotation
         score *= n_rows
         score += rows
         most = int(drop[(keep > 0) & (drop > 0)].max())
-        if most <= 4:  # a join: each owner gives up one or two, found by a few maxima per pair
+        if most <= _FEW_DROPS:  # a join: each owner gives up one or two, found by a few maxima per pair
             # with a single class pairs follow owners, so the order by owner is the order by pair
             by_pair = by_owner if len(lay.ptr) == 2 else _stable_order(pair)
             score, pair = score[by_pair], pair[by_pair]
@@ -589,7 +597,7 @@ class _Held:
         kept_slot = slot[lay.row_topic[kept_rows]]
         inside = kept_slot >= 0
         keys = kept_slot[inside] * n_cons + owner[kept_rows[inside]]
-        self.dense = len(topics) * n_cons <= 4 * len(lay.row_class) + (1 << 16)
+        self.dense = len(topics) * n_cons <= _DENSE_PER_ROW * len(lay.row_class) + _DENSE_FLOOR
         if self.dense:
             self.table = np.bincount(keys, minlength=len(topics) * n_cons)
         else:

@@ -58,10 +58,10 @@ def measure(shape: tuple[int, int, int], strategies: Sequence[str], repeat: int)
             {
                 "shape": label,
                 "strategy": name,
-                "core first": best(lambda: run_codes(spec, fresh), repeat),
-                "core join": best(lambda: run_codes(spec, rebalance), repeat),
-                "assign first": best(lambda: sla.assign(lags, subs, name), repeat),
-                "assign join": best(lambda: sla.assign(lags, joined, name, previous=first), repeat),
+                "core first": best(lambda s=spec, p=fresh: run_codes(s, p), repeat),  # type: ignore[misc]
+                "core join": best(lambda s=spec, p=rebalance: run_codes(s, p), repeat),  # type: ignore[misc]
+                "assign first": best(lambda n=name: sla.assign(lags, subs, n), repeat),  # type: ignore[misc]
+                "assign join": best(lambda n=name, f=first: sla.assign(lags, joined, n, previous=f), repeat),  # type: ignore[misc]
                 "join moves": moved(join, first),
             }
         )

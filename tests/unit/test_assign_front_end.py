@@ -1,0 +1,319 @@
+"""The front end of ``assign`` (issues #13 and #15): input refused in one line, the rules for a
+previous plan and for consumer ids, and the fast paths held to the plain ones.
+
+The fast paths (grouped columns hashed once per run, dense lookup tables, closed forms for
+range and roundrobin, sticky's packed keys) only pay off on large inputs, so each test here
+either builds an input big enough to take them or turns the switch by hand, and compares
+with the path it replaces.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import spark_lag_assign as sla
+from spark_lag_assign import assignors
+from spark_lag_assign.assignors import range as range_, roundrobin, sticky
+from spark_lag_assign.assignors.base import GroupProblem, TopicProblem
+from spark_lag_assign.errors import InputError
+from spark_lag_assign.metrics import moved
+from spark_lag_assign.subscriptions import SubscriptionIndex, check_consumer_id, distinct, validate_subscriptions
+from tests.unit.test_assignors import NAMES, Group, groups, lag_frames, one_line, subscription_maps
+
+# ---------------------------------------------------------------------------------------------
+# numbers that would wrap, or are not numbers: one InputError line naming the row
+
+
+def lags_with(col: str, values: list[object] | np.ndarray) -> pd.DataFrame:
+    lags = pd.DataFrame({"topic": ["t0", "t0", "t0"], "partition": [0, 1, 2], "lag": [5, 6, 7]})
+    lags[col] = values
+    return lags
+
+
+@pytest.mark.parametrize(
+    ("col", "values", "needle"),
+    [
+        ("lag", np.array([5, 2**63, 7], dtype=np.uint64), "lag 9223372036854775808 for t0-1 is 2^63 or more"),
+        ("lag", [5, 2**64 + 1, 7], "lag 18446744073709551617 for t0-1 is 2^63 or more"),
+        ("lag", [5.0, float("inf"), 7.0], "lag inf for t0-1 is infinite"),
+        ("lag", [5.0, 6.5, 7.0], "lag 6.5 for t0-1 is not whole"),
+        ("lag", [5.0, 2.0**63, 7.0], "for t0-1 is 2^63 or more"),
+        ("lag", [2**62, 2**62, 7], "the total lag 9,223,372,036,854,775,815 is 2^63 or more"),
+        ("partition", [0, 2**31, 2], "partition 2147483648 for a row of topic t0 is 2^31 or more"),
+        ("partition", [0.0, float("-inf"), 2.0], "partition -inf for a row of topic t0 is infinite"),
+        ("partition", [0, 1, None], "missing partition for a row of topic t0"),
+    ],
+    ids=["uint64 lag", "huge int lag", "inf lag", "fractional lag", "float 2^63 lag", "total wraps",
+         "partition 2^31", "partition -inf", "partition None"],
+)
+@pytest.mark.parametrize("strategy", ["range", "sticky", "lag-sticky"])
+def test_numbers_that_would_wrap_or_are_not_integers_are_refused_in_one_line(
+    strategy: str, col: str, values: list[object], needle: str
+) -> None:
+    with pytest.raises(InputError) as err:
+        sla.assign(lags_with(col, values), {"c0": ["t0"]}, strategy)
+    assert needle in one_line(err)
+
+
+def test_the_largest_exact_total_is_accepted_and_kept_exactly() -> None:
+    lags = lags_with("lag", [2**62, 2**62 - 8, 7])  # total 2^63 - 1
+    out = sla.assign(lags, {"c0": ["t0"], "c1": ["t0"]}, "range")
+    assert [int(v) for v in out["lag"]] == [2**62, 2**62 - 8, 7]
+    assert sum(int(v) for v in out["lag"]) == 2**63 - 1
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), max_size=40))
+def test_exact_total_never_wraps(values: list[int]) -> None:
+    assert assignors.exact_total(np.asarray(values, dtype=np.int64)) == sum(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# a previous plan that lists a partition twice: the smallest consumer id keeps it
+
+
+def test_a_partition_listed_twice_in_the_previous_plan_stays_with_the_smallest_consumer() -> None:
+    lags = pd.DataFrame({"topic": "t0", "partition": range(4), "lag": 1})
+    subs = {"c0": ["t0"], "c1": ["t0"]}
+    # c1 lists t0-0 too; read as c0's, c0 holds {0, 1} and c1 {2, 3}: balanced, nothing moves
+    previous = pd.DataFrame(
+        {"consumer": ["c1", "c0", "c0", "c1", "c1"], "topic": "t0", "partition": [0, 0, 1, 2, 3]}
+    )
+    for rows in ([0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 0, 3, 2, 4]):
+        shuffled = previous.iloc[rows]
+        for strategy in ("sticky", "lag-sticky", "drain"):
+            plan = sla.assign(lags, subs, strategy, previous=shuffled)
+            assert plan.groupby("consumer")["partition"].apply(list).to_dict() == {"c0": [0, 1], "c1": [2, 3]}
+            # the metric reads a duplicate the same way, so it reports no move that did not happen
+            assert moved(plan, shuffled) == 0
+
+
+def test_previous_codes_keep_the_smallest_eligible_consumer_of_a_duplicate() -> None:
+    index = SubscriptionIndex({"a": ["t0"], "b": ["t0", "t1"], "c": ["t1"]}, ["t0", "t1"])
+    rows_topic = np.array([0, 0, 1], dtype=np.int64)  # t0-0, t0-1, t1-0
+    rows_partition = np.array([0, 1, 0], dtype=np.int64)
+    previous = pd.DataFrame(
+        {
+            "consumer": ["c", "b", "a", "gone", "c", "b", "c"],
+            "topic": ["t0", "t0", "t0", "t0", "t1", "t1", "t1"],
+            "partition": [0, 0, 0, 1, 0, 0, 0],
+        }
+    )
+    # t0-0: c does not read t0, so a (smaller than b) keeps it; t0-1: only a departed owner;
+    # t1-0: b and c, listed three times
+    assert assignors.previous_codes(previous, rows_topic, rows_partition, index).tolist() == [0, -1, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# consumer ids: ordered as Kafka's Java assignors order them (UTF-16 code units)
+
+# the basic plane without surrogates, white space and control characters
+BMP = st.characters(min_codepoint=0x21, max_codepoint=0xFFFF, exclude_categories=("Cs", "Cc", "Zs", "Zl", "Zp"))
+
+
+@pytest.mark.parametrize("consumer", ["host-\U0001f600", "\U00010000", "a\ud800b", "\udfff"])
+def test_ids_beyond_u_ffff_or_with_surrogates_are_refused_in_one_line(consumer: str) -> None:
+    with pytest.raises(InputError) as err:
+        check_consumer_id(consumer)
+    assert "beyond U+FFFF or a surrogate" in one_line(err)
+    with pytest.raises(InputError):
+        sla.assign(lags_with("lag", [1, 2, 3]), {consumer: ["t0"], "c0": ["t0"]}, "range")
+
+
+@pytest.mark.parametrize("consumer", ["c0", "hôte-1", "\ue000", "\uffff", "节点-7"])
+def test_ids_within_the_basic_plane_are_accepted(consumer: str) -> None:
+    assert check_consumer_id(consumer) == consumer
+
+
+@given(st.lists(st.text(BMP, min_size=1, max_size=4), min_size=1, max_size=6, unique=True))
+def test_accepted_ids_sort_the_same_by_code_point_and_by_utf16_code_unit(ids: list[str]) -> None:
+    for consumer in ids:
+        check_consumer_id(consumer)
+    assert sorted(ids) == sorted(ids, key=lambda c: c.encode("utf-16-be"))
+    # range gives the extra partition to the first id in Java's order
+    lags = pd.DataFrame({"topic": "t0", "partition": range(len(ids) + 1), "lag": 1})
+    out = sla.assign(lags, {c: ["t0"] for c in ids}, "range")
+    java_first = min(ids, key=lambda c: c.encode("utf-16-be"))
+    assert out["consumer"].value_counts()[java_first] == 2 if len(ids) > 1 else True
+
+
+def test_the_two_orders_differ_beyond_u_ffff_which_is_why_such_ids_are_refused() -> None:
+    high, private = "\U00010000", "\ue000"
+    assert sorted([high, private]) == [private, high]  # code points
+    assert sorted([high, private], key=lambda c: c.encode("utf-16-be")) == [high, private]  # Java
+
+
+# ---------------------------------------------------------------------------------------------
+# subscriptions: validated once, kinds shared
+
+
+def test_validated_subscriptions_share_one_list_per_kind_and_keep_every_rule() -> None:
+    same = ["b", "a", "a"]
+    subs = validate_subscriptions({"c2": same, "c1": same, "c0": ["a", "b"], "c3": []})
+    assert list(subs) == ["c0", "c1", "c2", "c3"]
+    assert subs["c0"] == ["a", "b"] and subs["c0"] is subs["c1"] is subs["c2"]
+    assert distinct(subs) == {("a", "b"): ["c0", "c1", "c2"], (): ["c3"]}
+    # equal lists in different objects are one kind, members in the mapping's order
+    assert distinct({"x": ["t"], "y": ["u"], "z": ["t"]}) == {("t",): ["x", "z"], ("u",): ["y"]}
+    for bad in ({"c0": ["a", ""]}, {"c0": ["a", 5]}, {"c0": "a"}, {" c0": ["a"]}):
+        with pytest.raises(InputError):
+            validate_subscriptions(bad)  # type: ignore[arg-type]
+
+
+def test_subscription_index_classes_group_topics_by_their_readers() -> None:
+    index = SubscriptionIndex({"a": ["t1", "t2"], "b": ["t1", "t2", "t3"], "c": ["t3"]}, ["t0", "t1", "t2", "t3"])
+    assert list(index.topics) == ["t0", "t1", "t2", "t3"]
+    assert index.topic_class.tolist() == [-1, 0, 0, 1]  # t0: nobody
+    assert [m.tolist() for m in index.class_members] == [[0, 1], [1, 2]]
+    assert index.allowed.tolist() == [[False, True, True, False], [False, True, True, True], [False, False, False, True]]
+
+
+# ---------------------------------------------------------------------------------------------
+# the fast paths against the plain ones
+
+
+def big_lags(rng: np.random.Generator, n_topics: int, sizes: tuple[int, ...]) -> pd.DataFrame:
+    """Topics of the given sizes (cycled), grouped by topic: large enough for the run paths."""
+    names = [f"t{t:03d}" for t in range(n_topics)]
+    counts = [sizes[t % len(sizes)] for t in range(n_topics)]
+    return pd.DataFrame(
+        {
+            "topic": np.repeat(np.asarray(names, dtype=object), counts),
+            "partition": np.concatenate([np.arange(c) for c in counts]),
+            "lag": rng.integers(0, 100, size=sum(counts)),
+        }
+    )
+
+
+@pytest.mark.parametrize("strategy", NAMES)
+def test_grouped_unsorted_large_input_plans_as_its_sorted_copy(strategy: str) -> None:
+    rng = np.random.default_rng(7)
+    lags = big_lags(rng, 30, (40, 7, 13))
+    subs = {f"c{i}": sorted(set(lags["topic"]))[i % 3 :] for i in range(9)}
+    first = sla.assign(lags, subs, strategy)
+    # topics in reverse blocks (runs, but not sorted), partitions reversed within each
+    flipped = lags.iloc[::-1].reset_index(drop=True)
+    previous = first.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    expected = sla.assign(lags, subs, strategy, previous=previous)
+    pd.testing.assert_frame_equal(sla.assign(flipped, subs, strategy, previous=previous), expected)
+    # the previous plan grouped by consumer (as assign writes it) or shuffled: the same
+    pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy, previous=first), expected)
+    ordered = lags.sort_values(["topic", "partition"]).reset_index(drop=True)
+    assert assignors.owners(ordered, subs, strategy, previous=first).tolist() == (
+        expected.sort_values(["topic", "partition"])["consumer"].tolist()
+    )
+
+
+def test_the_previous_plan_is_matched_the_same_through_a_table_and_a_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    lags = pd.DataFrame({"topic": ["t0", "t0", "t1"], "partition": [0, 1_000_000, 5], "lag": [1, 2, 3]})
+    subs = {"c0": ["t0", "t1"], "c1": ["t0", "t1"]}
+    previous = pd.DataFrame(
+        {"consumer": ["c1", "c0", "c1", "c0"], "topic": ["t0", "t0", "t1", "t9"], "partition": [0, 1_000_000, 5, 0]}
+    )
+    table = sla.assign(lags, subs, "sticky", previous=previous)
+    monkeypatch.setattr(assignors, "DENSE_PER_ROW", 0)
+    monkeypatch.setattr(assignors, "DENSE_FLOOR", 0)
+    searched = sla.assign(lags, subs, "sticky", previous=previous)
+    pd.testing.assert_frame_equal(searched, table)
+    assert moved(table, previous) == 0
+
+
+def hand_built(lags: pd.DataFrame, subs: dict[str, list[str]], previous: pd.DataFrame | None) -> GroupProblem:
+    """The problem as a caller of the assignors builds it, without the front end's codes."""
+    read = {t for topics in subs.values() for t in topics}
+    rows = lags[lags["topic"].isin(read)].sort_values(["topic", "partition"]).reset_index(drop=True)
+    owner: list[str | None] = [None] * len(rows)
+    if previous is not None:
+        held = {(t, int(p)): c for c, t, p in sorted(zip(previous["consumer"], previous["topic"], previous["partition"]),
+                                                       reverse=True)}
+        owner = [held.get((t, int(p))) for t, p in zip(rows["topic"], rows["partition"])]
+        owner = [c if c in subs and t in subs[c] else None for c, t in zip(owner, rows["topic"])]
+    return GroupProblem(
+        topics=rows["topic"].to_numpy(dtype=object),
+        partitions=rows["partition"].to_numpy(dtype=np.int64),
+        lags=rows["lag"].to_numpy(dtype=np.int64),
+        subscriptions={c: sorted(set(t)) for c, t in subs.items()},
+        consumers=sorted(subs),
+        previous=owner,
+    )
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky"])
+@given(group=groups())
+def test_a_hand_built_problem_and_the_front_ends_give_the_same_owners(strategy: str, group: Group) -> None:
+    lags, subs, previous, seed = group
+    spec = sla.STRATEGIES[strategy]
+    mine = assignors.problem(lags, subs, strategy, previous=previous, seed=seed)
+    theirs = hand_built(lags, subs, previous)
+    assert assignors.run(spec, theirs) == assignors.run(spec, mine)
+    assert assignors.run_codes(spec, mine).tolist() == mine.codes().index.consumer_codes(assignors.run(spec, mine)).tolist()
+
+
+@given(lags=lag_frames(), data=st.data())
+def test_roundrobin_in_one_step_per_run_of_topics_equals_the_ring_walk(lags: pd.DataFrame, data: st.DataObject) -> None:
+    subs = data.draw(subscription_maps(sorted(set(lags["topic"]))))
+    problem = hand_built(lags, subs, None)
+    assert roundrobin.assign_group(problem) == roundrobin.ring_walk(problem)
+
+
+def range_per_topic(problem: GroupProblem) -> list[str]:
+    subscribers = problem.subscribers()
+    owners: list[str] = []
+    for topic, rows in problem.topic_slices():
+        owners += range_.assign_topic(
+            TopicProblem(topic, problem.partitions[rows], problem.lags[rows], subscribers[topic])
+        )
+    return owners
+
+
+@given(lags=lag_frames(), data=st.data())
+def test_range_for_the_whole_group_equals_range_topic_by_topic(lags: pd.DataFrame, data: st.DataObject) -> None:
+    subs = data.draw(subscription_maps(sorted(set(lags["topic"]))))
+    problem = hand_built(lags, subs, None)
+    assert sla.assignors.run(range_.STRATEGY, problem) == range_per_topic(problem)
+
+
+@pytest.mark.parametrize("sizes", [(5,), (3, 8), (1, 2, 40)])
+def test_range_patterns_over_many_topics_equal_the_formula_and_the_per_topic_rule(sizes: tuple[int, ...]) -> None:
+    lags = big_lags(np.random.default_rng(1), 64, sizes)
+    names = sorted(set(lags["topic"]))
+    subs = {f"c{i}": names[i % 2 :: 1 + i % 3] or names for i in range(7)}
+    problem = hand_built(lags, subs, None)
+    starts, ends = problem.topic_bounds()
+    codes = problem.codes()
+    classes = codes.index.topic_class[codes.row_topic[starts]]
+    patterned = range_.assign_codes(problem)
+    formula = range_._by_formula(problem, starts, ends - starts, classes)
+    assert patterned.tolist() == formula.tolist()
+    assert codes.index.names[patterned].tolist() == range_per_topic(problem)
+
+
+def churn(rng: np.random.Generator) -> tuple[pd.DataFrame, dict[str, list[str]], pd.DataFrame]:
+    """A group with varied lags, then one where two consumers joined and one left."""
+    lags = big_lags(rng, 12, (9, 30, 4))
+    lags["lag"] = rng.integers(0, 10, size=len(lags)) * rng.integers(1, 1000, size=len(lags))
+    names = sorted(set(lags["topic"]))
+    subs = {f"c{i}": names if i % 2 else names[: 6 + i] for i in range(6)}
+    first = sla.assign(lags, subs, "sticky")
+    later = {c: t for c, t in subs.items() if c != "c1"} | {"d0": names, "d1": names[3:]}
+    return first, later, lags
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sticky_picks_the_same_partitions_to_give_up_by_maxima_packed_keys_or_sorting(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, later, lags = churn(np.random.default_rng(seed))
+    plans = [sla.assign(lags, later, "sticky", previous=first)]
+    monkeypatch.setattr(sticky, "_FEW_DROPS", 0)  # sort the packed keys instead of taking maxima
+    plans.append(sla.assign(lags, later, "sticky", previous=first))
+    monkeypatch.setattr(sticky, "_PACK_LIMIT", 0)  # sort by the keys in turn, unpacked
+    monkeypatch.setattr(sticky, "_DENSE_PER_ROW", 0)  # held counts from sorted keys, not a table
+    monkeypatch.setattr(sticky, "_DENSE_FLOOR", 0)
+    plans.append(sla.assign(lags, later, "sticky", previous=first))
+    for plan in plans[1:]:
+        pd.testing.assert_frame_equal(plan, plans[0])
+    assert moved(plans[0], first) > 0
