@@ -9,11 +9,12 @@ with the path it replaces.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign import assignors
@@ -28,7 +29,7 @@ from tests.unit.test_assignors import NAMES, Group, groups, lag_frames, one_line
 # numbers that would wrap, or are not numbers: one InputError line naming the row
 
 
-def lags_with(col: str, values: list[object] | np.ndarray) -> pd.DataFrame:
+def lags_with(col: str, values: Any) -> pd.DataFrame:
     lags = pd.DataFrame({"topic": ["t0", "t0", "t0"], "partition": [0, 1, 2], "lag": [5, 6, 7]})
     lags[col] = values
     return lags
