@@ -8,14 +8,23 @@ second, producers append ``p_i`` per second to partition ``i``, so ``c`` drains 
 
 Priorities, in order:
 
-1. Counts, as lag-sticky: per topic every reader holds floor or ceil of P/C partitions, and
-   over the group consumers differ by at most one where subscriptions agree.
+1. Counts, per unit of speed. Consumer ``c`` counts as ``k_c`` readers, its read rate over
+   the slowest consumer's rounded to a whole number (1 to ``MAX_SHARE`` = 8; ``shares``).
+   Per topic every one of those readers holds floor or ceil of P / (their number), and over
+   the group they differ by at most one where subscriptions agree: partitions per unit of
+   speed (count / k_c) have spreads of at most one, per topic and over the group. Where the
+   rates are about equal (all k_c = 1) that is lag-sticky's rule, both spreads <= 1; where
+   some pipelines read twice as fast or more, they take about that many times the
+   partitions, which a count spread of one would forbid (half the pipelines 2x faster: the
+   fast ones need twice the lag *and* keep up with twice the producers).
 2. The makespan, as close to the fluid lower bound as the counts allow (see
    ``spark_lag_assign.rates.lower_bound``). Never slower than lag-sticky on the same input.
 3. Stickiness: a previous plan is kept unless a new one drains more than ``margin``
    (default 5%) sooner.
 
-How (lag-sticky's machinery, with weights and speeds). Draining by time ``T`` means
+How (lag-sticky's machinery, with weights and speeds, on the readers of step 1: a consumer
+worth ``k_c`` readers is split into ``k_c`` of speed ``r_c / k_c``, planned, and merged
+back; the times and the bound are always those of the real consumers). Draining by time ``T`` means
 ``L_c + T·P_c <= T·r_c`` for every consumer: the messages a consumer must read by ``T``
 (its backlog and what is appended meanwhile) fit in what it reads by then. So for a target
 ``T`` each partition weighs ``w_i = L_i + T·p_i`` and each consumer has speed ``r_c``, and
@@ -26,8 +35,11 @@ balancing ``load / speed`` is lag-sticky's problem with unequal consumers:
 2. ``T`` = the makespan the plan reached; reweigh and run lag-sticky's local search again
    (a plan whose every ``load / speed`` is below ``T`` drains before ``T``): a few rounds,
    each taken only if it shortens the makespan, all of them within ``max_swaps`` steps.
-3. lag-sticky's own plan of the same input is a candidate too: the plan that drains
-   soonest wins, lag-sticky's on a tie. With a previous plan, the previous owners (counts
+3. Where consumers were split and the plan is not within ``margin`` of the bound, the same
+   steps on the whole consumers are a candidate too (a split reader of speed ``r_c / k_c``
+   cannot keep up with a partition hotter than that, its consumer can). lag-sticky's own
+   plan of the same input is a candidate as well: the plan that drains soonest wins,
+   lag-sticky's on a tie. With a previous plan, the previous owners (counts
    restored) are kept unless the winner drains more than ``margin`` sooner.
 
 With no rates, or equal read rates and no producers, time is lag over a constant and the
@@ -44,19 +56,21 @@ partition, produce_rate]; partitions missing from it count as 0).
 
 Worked example. C0 reads 200/s, C1 100/s; t0 has lags 600, 300, 300, 0 and nothing is
 produced. lag-sticky evens lag: C0 [t0p0, t0p3] 600, C1 [t0p1, t0p2] 600, so C1 needs 6 s.
-``drain`` weighs the same lags against speeds 2:1: LB = 1200 / 300 = 4 s; C0 takes 600 and
-300 (4.5 s), C1 300 and 0 (3 s)::
+``drain`` counts C0 as two readers (C0a, C0b) and C1 as one, all at 100/s: LB = 1200 / 300
+= 4 s. Four partitions for three readers: one each and an extra, which goes to C0a (ties by
+id); heaviest first to the least loaded: 600 to C0a, 300 to C0b, 300 to C1, then 0 to C0a::
 
-    C0: [t0p0, t0p2]  900 -> 4.5 s
-    C1: [t0p1, t0p3]  300 -> 3.0 s
+    C0: [t0p0, t0p1, t0p3]  900 -> 4.5 s
+    C1: [t0p2]              300 -> 3.0 s
 
-Two partitions each (the counts), and 4.5 s is the best two-and-two split.
+C0 holds 3 partitions for 2 units of speed, C1 1 for 1 (1.5 and 1 per unit: within one);
+no plan does better than 4.5 s, since whoever holds the 600 holds another 300 or waits 6 s.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -72,6 +86,7 @@ DEFAULTS: dict[str, float | int] = {"margin": 0.05, "max_swaps": 1_000}
 RATE_OPTIONS = ("read_rates", "produce_rates")
 ROUNDS = 4  # reweighing rounds of step 2; each must shorten the makespan, most stop after one or two
 SCALE = 2.0**40  # weights are integers: the total weight is scaled to about this many units
+MAX_SHARE = 8  # a consumer counts as at most this many readers (see ``shares``)
 
 
 @dataclass(frozen=True)
@@ -173,9 +188,79 @@ def _better(a: tuple[float, float], b: tuple[float, float], margin: float = 0.0)
     return a[0] * (1 + margin) < b[0]
 
 
+def shares(speed: np.ndarray) -> np.ndarray:
+    """How many readers' worth of partitions each consumer takes: its read rate over the
+    slowest's, rounded, between 1 and ``MAX_SHARE`` (all 1 where the rates are about equal)."""
+    return np.clip(np.rint(speed / speed.min()), 1, MAX_SHARE).astype(np.int64)
+
+
 def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produce: np.ndarray, opts: Options) -> np.ndarray:
     lags = np.asarray(problem.lags, dtype=np.int64)
+    k = shares(speed)
+
+    def score(owner: np.ndarray) -> tuple[float, float]:
+        return makespan(owner, lags, produce, speed)
+
     bound = rates_mod.lower_bound(lags, produce, speed)
+    if np.all(k == k[0]):
+        best, kept = _search(problem, consumers, speed, produce, opts, score, bound)
+    else:
+        # counts per unit of speed: consumer c plays k_c readers of speed r_c / k_c
+        split, real = _split(problem, consumers, k)
+        best, kept = _search(split, list(split.consumers), speed[real] / k[real], produce, opts, lambda o: score(real[o]), bound)
+        best = real[best]
+        kept = None if kept is None else real[kept]
+        if not score(best)[0] <= (1 + opts.margin) * bound:
+            # a split reader may be too slow for a hot partition its consumer could keep up
+            # with: the plan with whole consumers is a candidate too, the faster one wins
+            whole, whole_kept = _search(problem, consumers, speed, produce, opts, score, bound)
+            if _better(score(whole), score(best)):
+                best, kept = whole, whole_kept
+    found = score(best)
+    # step 3: lag-sticky's plan, and the previous owners
+    plain = lagsticky.assign_group(replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
+    plain_owner = pd.Index(consumers).get_indexer(pd.Index(plain)).astype(np.int64)
+    plain_score = score(plain_owner)
+    if not _better(found, plain_score):
+        best, found = plain_owner, plain_score
+    if kept is not None and not _better(found, score(kept), opts.margin):
+        best = kept
+    return best
+
+
+def _split(problem: GroupProblem, consumers: list[str], k: np.ndarray) -> tuple[GroupProblem, np.ndarray]:
+    """The problem with consumer ``c`` split into ``k_c`` readers (named ``c`` + a suffix that
+    sorts below any printable character, so their order follows the consumers'), and the
+    consumer each one stands for. A previous owner's partitions of a topic are dealt over its
+    readers in turn, so that each of them keeps within the count rules."""
+    real = np.repeat(np.arange(len(consumers), dtype=np.int64), k)
+    within = np.arange(len(real)) - np.repeat(np.cumsum(k) - k, k)
+    names = [f"{consumers[c]}\x1f{i:03d}" for c, i in zip(real.tolist(), within.tolist())]
+    subs = {name: problem.subscriptions[consumers[c]] for name, c in zip(names, real.tolist())}
+    previous: list[str | None] = [None] * len(problem.partitions)
+    if len(problem.previous):
+        owner = pd.Index(consumers).get_indexer(pd.Index(np.asarray(problem.previous, dtype=object)))
+        held = np.flatnonzero(owner >= 0)
+        if len(held):
+            turn = pd.DataFrame({"t": np.asarray(problem.topics, dtype=object)[held], "c": owner[held]}).groupby(
+                ["t", "c"], sort=False).cumcount().to_numpy()
+            first = np.cumsum(k) - k
+            index = first[owner[held]] + turn % k[owner[held]]
+            out = np.full(len(problem.partitions), None, dtype=object)
+            out[held] = np.asarray(names, dtype=object)[index]
+            previous = out.tolist()
+    return replace(problem, subscriptions=subs, consumers=names, previous=previous), real
+
+
+def _search(
+    problem: GroupProblem, consumers: list[str], speed: np.ndarray, produce: np.ndarray, opts: Options,
+    score: Callable[[np.ndarray], tuple[float, float]], bound: float,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Steps 1 and 2 on ``problem``'s consumers (each its own reader, of speed ``speed``):
+    the best plan found, and with a previous plan its owners with the counts restored.
+    ``score`` gives the (makespan, overload) of an owner array, ``bound`` the group's fluid
+    lower bound (of the real consumers: a split one can take a partition none of its parts could)."""
+    lags = np.asarray(problem.lags, dtype=np.int64)
     if math.isinf(bound):
         # producers outrun the whole group: no plan drains; spread the produce rates instead
         horizon = 1e9
@@ -195,35 +280,28 @@ def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
         group, opts.margin, opts.max_swaps
     )
     best = state.owner.copy()
-    score = makespan(best, lags, produce, speed)
+    found = score(best)
     # step 2: reweigh at the makespan reached and search again, within one budget of max_swaps steps
     budget = opts.max_swaps
     for _ in range(ROUNDS):
-        target = score[0] if math.isfinite(score[0]) else 2 * horizon
-        if budget <= 0 or (math.isfinite(score[0]) and score[0] <= bound * (1 + opts.margin / 4)):
+        target = found[0] if math.isfinite(found[0]) else 2 * horizon
+        if budget <= 0 or (math.isfinite(found[0]) and found[0] <= bound * (1 + opts.margin / 4)):
             break
         horizon = max(target, 1.0)
         group = group_for(horizon)
         state.load[:] = lagsticky._sum_by(state.owner, group.lag, group.consumers)
         budget -= lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, budget)
-        found = makespan(state.owner, lags, produce, speed)
-        if not _better(found, score):
+        now = score(state.owner)
+        if not _better(now, found):
             break
-        best, score = state.owner.copy(), found
-    # step 3: lag-sticky's plan, and the previous owners
-    plain = lagsticky.assign_group(replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
-    plain_owner = pd.Index(consumers).get_indexer(pd.Index(plain)).astype(np.int64)
-    plain_score = makespan(plain_owner, lags, produce, speed)
-    if not _better(score, plain_score):
-        best, score = plain_owner, plain_score
+        best, found = state.owner.copy(), now
+    kept = None
     if sticky:
         group = group_for(horizon)
-        kept = lagsticky._State.begin(group, previous)
-        lagsticky._distribute(group, kept, sticky=True)
-        kept_score = makespan(kept.owner, lags, produce, speed)
-        if not _better(score, kept_score, opts.margin):
-            best = kept.owner
-    return best
+        restored = lagsticky._State.begin(group, previous)
+        lagsticky._distribute(group, restored, sticky=True)
+        kept = restored.owner
+    return best, kept
 
 
 STRATEGY = Strategy(

@@ -925,8 +925,12 @@ class _Search:
             return None
         t = group.topic[extras]
         eligible = group.reads[np.ix_(t, takers)] & ~state.extra[np.ix_(t, takers)]
-        # takers are sorted by load, so the first eligible one is the lightest
-        first = np.argmax(eligible, axis=1)
+        if group.speed is None:
+            # takers are sorted by load, so the first eligible one is the lightest
+            first = np.argmax(eligible, axis=1)
+        else:  # the least loaded need not be the one that would finish first with x
+            after = (state.load[takers][None, :] + group.lag[extras][:, None]) / group.speed[takers][None, :]
+            first = np.argmin(np.where(eligible, after, np.inf), axis=1)
         usable = eligible[np.arange(len(extras)), first]
         if not usable.any():
             return None
