@@ -110,10 +110,11 @@ def plan_rows(
                 lags = lags.cache()
                 lags.count()
         with timings.phase("assign"):
+            topics = sorted(set(offsets["topic"]))
             planned = lags.transform(
-                pipeline.assign_partitions(subscriptions, settings.strategy, settings.seed, settings.options)
+                pipeline.assign_partitions(subscriptions, settings.strategy, settings.seed, settings.options, topics)
             )
-            out = planned.toPandas()
+            out = pipeline.decode_plan(planned.toPandas(), list(subscriptions), topics)
         if materialize:
             lags.unpersist()
     return out

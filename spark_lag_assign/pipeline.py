@@ -15,6 +15,7 @@ these functions reads, writes or creates a session; the job composes them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -71,7 +72,61 @@ PLAN_SCHEMA = StructType(
     ]
 )
 
+#: the same rows with names as codes (``assign_partitions(..., topics=...)``): at a million rows,
+#: two ints cross Spark's shuffle, Arrow and the driver many times cheaper than two strings
+PLAN_CODES_SCHEMA = StructType(
+    [
+        StructField("consumer_code", IntegerType(), False),  # index of the sorted consumers; -1: nobody subscribes
+        StructField("topic_code", IntegerType(), False),  # index of the ``topics`` given
+        StructField("partition", IntegerType(), False),
+        StructField("lag", LongType(), False),
+        StructField("starting_offset", LongType(), False),
+    ]
+)
+
 Transform = Callable[[DataFrame], DataFrame]
+
+
+@dataclass(frozen=True)
+class _Codes:
+    consumers: pd.Index  # sorted
+    topics: pd.Index
+
+
+def _plan_frame(
+    owners: np.ndarray, topics: np.ndarray, partitions: np.ndarray, lags: np.ndarray, starting: np.ndarray,
+    codes: _Codes | None,
+) -> pd.DataFrame:
+    """The rows an applyInPandas function returns: PLAN_SCHEMA, or PLAN_CODES_SCHEMA with ``codes``."""
+    tail = {
+        "partition": partitions.astype(np.int32),
+        "lag": lags.astype(np.int64, copy=False),
+        "starting_offset": starting.astype(np.int64, copy=False),
+    }
+    if codes is None:
+        return pd.DataFrame({"consumer": pd.Series(owners, dtype=object), "topic": topics, **tail})
+    return pd.DataFrame(
+        {
+            "consumer_code": codes.consumers.get_indexer(owners).astype(np.int32),
+            "topic_code": codes.topics.get_indexer(topics).astype(np.int32),
+            **tail,
+        }
+    )
+
+
+def decode_plan(rows: pd.DataFrame, consumers: Sequence[str], topics: Sequence[str]) -> pd.DataFrame:
+    """PLAN_CODES_SCHEMA rows (pandas) -> plan rows [consumer, topic, partition, lag, starting_offset];
+    each name is one shared string object, not one per row."""
+    names = np.asarray([*sorted(consumers), None], dtype=object)  # code -1 takes the last: None
+    return pd.DataFrame(
+        {
+            "consumer": names[rows["consumer_code"].to_numpy(dtype=np.int64)],
+            "topic": np.asarray(topics, dtype=object)[rows["topic_code"].to_numpy(dtype=np.int64)],
+            "partition": rows["partition"].to_numpy(dtype=np.int32),
+            "lag": rows["lag"].to_numpy(dtype=np.int64),
+            "starting_offset": rows["starting_offset"].to_numpy(dtype=np.int64),
+        }
+    )
 
 
 def with_lag(reset: str = "latest") -> Transform:
@@ -108,7 +163,7 @@ TOPIC_BUCKETS = 64
 
 
 def _topic_rows(
-    strategy: str, subscribers: Mapping[str, Sequence[str]], seed: int
+    strategy: str, subscribers: Mapping[str, Sequence[str]], seed: int, codes: _Codes | None = None
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """The applyInPandas function of a per-topic strategy: a bucket of whole topics -> their owners,
     the assignor called once per topic, as ``spark_lag_assign.assign`` does."""
@@ -146,21 +201,24 @@ def _topic_rows(
             if len(got) != e - s:
                 raise AssertionError(f"strategy {strategy} returned {len(got)} owners for {e - s} partitions of {topic}")
             owners[s:e] = got
-        return pd.DataFrame(
-            {
-                "consumer": owners,
-                "topic": rows["topic"].to_numpy(dtype=object)[order],
-                "partition": partitions.astype(np.int32),
-                "lag": lags,
-                "starting_offset": rows["starting_offset"].to_numpy(dtype=np.int64)[order],
-            }
+        return _plan_frame(
+            owners,
+            rows["topic"].to_numpy(dtype=object)[order],
+            partitions,
+            lags,
+            rows["starting_offset"].to_numpy(dtype=np.int64)[order],
+            codes,
         )
 
     return apply
 
 
 def _group_rows(
-    strategy: str, subscriptions: Mapping[str, Sequence[str]], seed: int, options: Mapping[str, Any]
+    strategy: str,
+    subscriptions: Mapping[str, Sequence[str]],
+    seed: int,
+    options: Mapping[str, Any],
+    codes: _Codes | None = None,
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """The applyInPandas function of a whole-group strategy: every row -> its owner, via ``owners``."""
 
@@ -170,14 +228,13 @@ def _group_rows(
             {"consumer": owned["previous_owner"], "topic": owned["topic"], "partition": owned["partition"]}
         )
         planned = owners(rows[["topic", "partition", "lag"]], subscriptions, strategy, previous, seed, **options)
-        return pd.DataFrame(
-            {
-                "consumer": planned,
-                "topic": rows["topic"].to_numpy(),
-                "partition": rows["partition"].to_numpy(dtype=np.int32),
-                "lag": rows["lag"].to_numpy(dtype=np.int64),
-                "starting_offset": rows["starting_offset"].to_numpy(dtype=np.int64),
-            }
+        return _plan_frame(
+            planned,
+            rows["topic"].to_numpy(dtype=object),
+            rows["partition"].to_numpy(),
+            rows["lag"].to_numpy(dtype=np.int64),
+            rows["starting_offset"].to_numpy(dtype=np.int64),
+            codes,
         )
 
     return apply
@@ -209,16 +266,21 @@ def assign_partitions(
     strategy: str,
     seed: int = 0,
     options: Mapping[str, Any] | None = None,
+    topics: Sequence[str] | None = None,
 ) -> Transform:
     """lags (+ previous_owner) -> plan rows [consumer, topic, partition, lag, starting_offset].
 
     Per-topic strategies run as ``groupBy(bucket of topics).applyInPandas``, the assignor once
-    per topic; whole-group strategies as one global ``applyInPandas`` stage. Partitions of topics nobody subscribes to keep a
-    null consumer, so that the plan can list them.
+    per topic; whole-group strategies as one global ``applyInPandas`` stage. Partitions of
+    topics nobody subscribes to keep a null consumer, so that the plan can list them. Given
+    ``topics`` (every topic of the input), the rows carry codes instead of names
+    (PLAN_CODES_SCHEMA; ``decode_plan`` turns them back on the driver).
     """
     spec = get_strategy(strategy)
     subs = validate_subscriptions(subscriptions)  # consumers with the same topics share one list
     options = dict(options or {})
+    codes = None if topics is None else _Codes(pd.Index(list(subs)), pd.Index(list(topics)))
+    schema = PLAN_SCHEMA if codes is None else PLAN_CODES_SCHEMA
 
     def transform(lags: DataFrame) -> DataFrame:
         if "previous_owner" not in lags.columns:
@@ -228,9 +290,9 @@ def assign_partitions(
             subscribers = _subscribers(subs)
             buckets = max(1, min(TOPIC_BUCKETS, len(subscribers)))
             bucket = F.pmod(F.xxhash64("topic"), F.lit(buckets)).alias("_bucket")
-            return rows.groupBy(bucket).applyInPandas(_topic_rows(strategy, subscribers, seed), PLAN_SCHEMA)
+            return rows.groupBy(bucket).applyInPandas(_topic_rows(strategy, subscribers, seed, codes), schema)
         return rows.groupBy(F.lit(0).alias("_all")).applyInPandas(
-            _group_rows(strategy, subs, seed, options), PLAN_SCHEMA
+            _group_rows(strategy, subs, seed, options, codes), schema
         )
 
     return transform

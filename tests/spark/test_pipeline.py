@@ -175,3 +175,20 @@ def test_many_topics_share_a_bucket_and_still_get_the_pure_plan(spark, strategy:
         schema="consumer string, topic string, partition int, lag long",
     )
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.parametrize("strategy", ["lag", "lag-sticky"])
+def test_coded_rows_decode_to_the_named_rows(spark, strategy: str) -> None:  # type: ignore[no-untyped-def]
+    lags, subs, previous = _workload(4)
+    lags = pd.concat([lags, pd.DataFrame({"topic": ["unread"], "partition": [0], "lag": [3]})], ignore_index=True)
+    topics = sorted(set(lags["topic"]))
+    df = spark.createDataFrame(lags.assign(starting_offset=7), schema="topic string, partition int, lag long, starting_offset long")
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
+    with_prev = df.transform(pipeline.with_previous_owner(prev_df))
+    named = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=1))
+    coded = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=1, topics=topics))
+    assert coded.schema == pipeline.PLAN_CODES_SCHEMA
+    rows = coded.toPandas()
+    assert rows["consumer_code"].min() == -1  # the unread topic's partition
+    decoded = spark.createDataFrame(pipeline.decode_plan(rows, list(subs), topics), schema=pipeline.PLAN_SCHEMA)
+    assert_df_equality(decoded, named, ignore_row_order=True, ignore_nullable=True)
