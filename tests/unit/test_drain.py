@@ -16,7 +16,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign import rates, simulate
@@ -99,7 +99,6 @@ def spreads_ok(out: pd.DataFrame, subs: dict[str, list[str]], units: dict[str, i
 # -- (a) reduces to lag-sticky ------------------------------------------------------------------
 
 
-@settings(derandomize=True, deadline=None)
 @given(case=cases())
 def test_equal_rates_and_no_producers_give_exactly_lag_stickys_plan(case) -> None:  # type: ignore[no-untyped-def]
     lags, subs, _, _ = case
@@ -122,7 +121,6 @@ def test_margin_is_lag_stickys_tolerance_when_it_reduces() -> None:
 # -- (b), (c), (e): the properties with rates ---------------------------------------------------
 
 
-@settings(derandomize=True, deadline=None)
 @given(case=cases())
 def test_with_rates_valid_deterministic_balanced_and_never_slower_than_lag_sticky(case) -> None:  # type: ignore[no-untyped-def]
     lags, subs, read, produced = case
