@@ -352,10 +352,11 @@ def _distribute(group: _Group, state: _State, sticky: bool) -> None:
         return
     expected = np.full(group.consumers, int(base.sum()), dtype=np.int64) if group.identical else base @ group.reads
     rounds = (group.stop - group.start + group.reads.sum(axis=1) - 1) // group.reads.sum(axis=1)
+    scale = int(group.lag.sum()) + 1
     for batch in _batches(group, (rounds * heaviest)[order]):
         topics = order[batch]
         if len(topics) == 1:
-            _fresh_topic(group, state, int(topics[0]), base, extras, expected)
+            _fresh_topic(group, state, int(topics[0]), base, extras, expected, scale)
         else:
             _fresh_batch(group, state, topics, base, extras, expected, slot)
     state.count[:] = np.bincount(state.owner, minlength=group.consumers)
@@ -394,14 +395,16 @@ def _ranges(firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
     return np.repeat(firsts - (np.cumsum(sizes) - sizes), sizes) + np.arange(total)
 
 
-def _fresh_topic(group: _Group, state: _State, t: int, base: np.ndarray, extras: np.ndarray, expected: np.ndarray) -> None:
+def _fresh_topic(
+    group: _Group, state: _State, t: int, base: np.ndarray, extras: np.ndarray, expected: np.ndarray, scale: int
+) -> None:
     """One topic from scratch: water-filling of its extras to the readers with the fewest
-    partitions expected, then the least lag so far, then the smallest id; then LPT rounds."""
+    partitions expected, then the least lag so far, then the smallest id; then LPT rounds.
+    (``scale``: the total lag + 1, to rank by count and load in one integer key.)"""
     s, e = int(group.start[t]), int(group.stop[t])
     readers = group.readers[t]
     quota = np.full(len(readers), base[t], dtype=np.int64)
     if extras[t]:
-        scale = int(group.lag.sum()) + 1
         fits = 2 * (len(group.lag) + 1) * scale < 2**62
         rank = _ranked(fits, scale, expected[readers], state.load[readers], group, readers)[: extras[t]]
         quota[rank] += 1
