@@ -6,8 +6,8 @@ Groups: every consumer reads every topic, lags uniform in [0, 10,000) drawn by t
 runs at 500 topics x 2,000 partitions x 1,000 consumers and 10,000 x 100 x 1,000 (a million
 partitions each), ``--quick`` at a hundredth of that. Two steps: ``first`` (from scratch) and
 ``join`` (one consumer joins; every assignor is handed the same previous plan, our
-``sticky``'s first plan, which is also Kafka's StickyAssignor's: tests/integration/
-test_java_assignors.py checks they agree from scratch).
+``sticky``'s first plan, which is also Kafka's StickyAssignor's: the exactness test,
+``tests/integration/test_java_assignors.py``, checks that they agree from scratch).
 
 Ours is timed twice: end to end through ``spark_lag_assign.assign`` (validation, building the
 problem, the invariant check: what a caller pays), and the core alone (the strategy module on
@@ -32,8 +32,7 @@ import numpy as np
 import pandas as pd
 
 import spark_lag_assign as sla
-from spark_lag_assign.assignors import get_strategy
-from spark_lag_assign.assignors import run as run_strategy
+from spark_lag_assign.assignors import get_strategy, run as run_strategy
 from tests.bench import kafka_java, plots
 from tests.bench.bench_sticky import core_problem
 from tests.bench.report import Target, table
@@ -176,13 +175,17 @@ def _s(seconds: float) -> str:
     return f"{seconds:.3f}" if seconds >= 0.1 else f"{seconds:.2g}"
 
 
+def _x(ratio: float) -> str:
+    return f"{ratio:.2f}x" if ratio >= 0.1 else f"{ratio:.2g}x"
+
+
 def ratio_table(results: pd.DataFrame) -> str:
     comp = comparisons(results)
     rows = []
     for r in comp.to_dict("records"):
         rows.append([r['shape'], r['step'], f"`{r['ours']}`", f"{kafka_java.ASSIGNORS[r['java']][1]} (`{r['java']}`)",
                      _s(r['ours_s']), _s(r['core_s']), _s(r['java_s']),
-                     f"**{r['ratio']:.2f}x**", f"{r['core_ratio']:.2f}x", f"<= {r['limit']:g}x",
+                     f"**{_x(r['ratio'])}**", _x(r['core_ratio']), f"<= {r['limit']:g}x",
                      "holds" if r['ratio'] <= r['limit'] else "**does not hold**",
                      "holds" if r['core_ratio'] <= r['limit'] else "**does not hold**"])
     head = ["topics x partitions x consumers", "step", "ours", "Kafka's (fastest of the rule)", "ours end to end (s)",
@@ -215,7 +218,7 @@ def targets(results: pd.DataFrame) -> list[Target]:
     comp = comparisons(results)
     for (ours, java), g in comp.groupby(["ours", "java"], sort=False):
         limit = float(g["limit"].iloc[0])
-        cells = "; ".join(f"{r['shape']} {r['step']}: {r['ratio']:.2f}x (core {r['core_ratio']:.2f}x)" for r in g.to_dict("records"))
+        cells = "; ".join(f"{r['shape']} {r['step']}: {_x(r['ratio'])} (core {_x(r['core_ratio'])})" for r in g.to_dict("records"))
         out.append(Target(f"`{ours}` <= {limit:g}x {kafka_java.ASSIGNORS[str(java)][1]}, end to end against its assign call",
                           cells, bool((g["ratio"] <= limit).all())))
     same = results.dropna(subset=["differ_from_java"]) if "differ_from_java" in results else results.iloc[:0]
@@ -256,7 +259,7 @@ def plot(results: pd.DataFrame, path: Path) -> Path:
 
 def section(results: pd.DataFrame, png: Path, quick: bool) -> str:
     """The report's section: how it was measured, the ratios, every time, the picture."""
-    about = (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").strip()
+    about = (__doc__ or "").split("\n\n", 2)[2].replace("\n", " ").replace("``", "`").strip()
     return "\n\n".join([
         f"## Beside Apache Kafka's own Java assignors (kafka-clients and kafka-group-coordinator {kafka_java.KAFKA_VERSION})",
         about,
