@@ -49,8 +49,8 @@ test-thorough: venv ## the pure suite with every hypothesis property at 10,000 e
 test-cluster: setup ## the proof on a Spark standalone cluster (master + 2 workers) with HDFS: kafka:// and hdfs:// stores
 	$(PY) -m pytest -m cluster tests/cluster
 
-test-unit: venv ## only the pure tests (no Spark, no broker): seconds
-	$(PY) -m pytest -m "not spark and not broker"
+test-unit: venv ## only the pure tests (no Spark, no broker, no JVM): a few minutes
+	$(PY) -m pytest -m "not spark and not broker and not hdfs and not jvm"
 
 bench: setup ## benchmarks: tables and plots in out/bench
 	$(PY) -m tests.bench --output out/bench
