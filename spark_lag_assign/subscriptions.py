@@ -135,6 +135,8 @@ class SubscriptionIndex:
         """Per row: a known consumer subscribed to a known topic."""
         known = (consumer_codes >= 0) & (topic_codes >= 0)
         if known.all():
+            if len(self.reads) == 1:  # one kind of consumer (the usual group): one lookup per row
+                return self.reads[0, topic_codes]
             return self.reads[self.kind_of[consumer_codes], topic_codes]
         out = np.zeros(len(consumer_codes), dtype=bool)
         out[known] = self.reads[self.kind_of[consumer_codes[known]], topic_codes[known]]

@@ -45,15 +45,16 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
     sizes = ends - starts
     classes = index.topic_class[codes.row_topic[starts]]
     # one pattern per (subscribers, size): uniform groups have one in all
-    shapes, shape_of = np.unique(np.stack([classes, sizes]), axis=1, return_inverse=True)
+    wide = int(sizes.max()) + 1
+    shapes, shape_of = np.unique(classes * wide + sizes, return_inverse=True)
     shape_of = shape_of.reshape(-1)
-    if shapes.shape[1] * 8 > len(starts):  # topics of many sizes: the formula row by row
+    if len(shapes) * 8 > len(starts):  # topics of many sizes: the formula row by row
         return _by_formula(problem, starts, sizes, classes)
     by_shape = np.argsort(shape_of, kind="stable")
-    bounds = np.searchsorted(shape_of[by_shape], np.arange(shapes.shape[1] + 1))
-    for s in range(shapes.shape[1]):
-        members = index.class_members[int(shapes[0, s])]
-        size = int(shapes[1, s])
+    bounds = np.searchsorted(shape_of[by_shape], np.arange(len(shapes) + 1))
+    for s in range(len(shapes)):
+        members = index.class_members[int(shapes[s] // wide)]
+        size = int(shapes[s] % wide)
         pattern = np.repeat(members, _blocks(size, len(members)))
         topics = by_shape[bounds[s] : bounds[s + 1]]
         first = starts[topics]

@@ -506,6 +506,8 @@ def _stable_order(key: np.ndarray) -> np.ndarray:
 
 def _interleave(owners: np.ndarray, amounts: np.ndarray) -> np.ndarray:
     """``owners`` repeated by ``amounts`` in round-robin order: o0, o1, o2, o0, o2, ..."""
+    if len(amounts) and (amounts[1:] <= amounts[:-1]).all() and amounts[0] - amounts[-1] <= 1:
+        return np.resize(owners, int(amounts.sum()))  # q + 1 for a first few, q for the rest: a cycle
     slots = np.repeat(owners, amounts)
     rounds = np.arange(len(slots)) - np.repeat(np.cumsum(amounts) - amounts, amounts)
     if len(owners) > 1 and not (owners[1:] > owners[:-1]).all():
@@ -629,6 +631,8 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
     subscribers = np.diff(lay.ptr)
 
     rows = np.flatnonzero(lay.row_pair >= 0)
+    if len(rows) == 0 and len(subscribers) == 1:  # a first plan of one class: deal it round-robin
+        return lay.pair_consumer[_interleave(np.arange(len(counts)), counts)]
     pair = lay.row_pair[rows]
     shrinking = keep[pair] < kept_before[pair]
     kept_rows = rows[~shrinking]  # a consumer that keeps everything of a class needs no choice
