@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from spark_lag_assign.subscriptions import SubscriptionIndex
+from spark_lag_assign.subscriptions import SubscriptionIndex, run_starts
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,15 @@ class GroupProblem:
     @cached_property
     def _derived(self) -> Encoded:
         topics = np.asarray(self.topics, dtype=object)
-        index = SubscriptionIndex({c: self.subscriptions[c] for c in self.consumers}, topics)
-        row_topic = index.topic_codes(topics)
+        heads = run_starts(topics)  # rows come sorted by topic: hash one name per topic
+        names = topics if heads is None else topics[heads]
+        index = SubscriptionIndex({c: self.subscriptions[c] for c in self.consumers}, names)
+        row_topic = index.topic_codes(names)
+        if heads is not None:
+            row_topic = np.repeat(row_topic, np.diff(np.r_[heads, len(topics)]))
         previous = np.full(len(topics), -1, dtype=np.int64)
-        if len(self.previous) == len(topics) and len(topics):
+        unowned = isinstance(self.previous, list) and self.previous.count(None) == len(self.previous)
+        if len(self.previous) == len(topics) and len(topics) and not unowned:
             named = np.asarray(self.previous, dtype=object)
             previous = index.consumer_codes(named)
             # the contract promises eligible previous owners; a stale one is treated as none
