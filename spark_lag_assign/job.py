@@ -132,7 +132,7 @@ def _previous_owner(offsets: pd.DataFrame, previous: pd.DataFrame | None) -> pd.
     """Each offsets row's owner in the previous plan (None where it had none); a partition listed
     twice keeps the smaller consumer id, as ``spark_lag_assign.assign`` reads a previous plan."""
     if previous is None or len(previous) == 0:
-        return pd.Series(None, index=offsets.index, dtype=object)
+        return pd.Series(np.full(len(offsets), None, dtype=object), index=offsets.index, dtype=object)
     prev = (
         previous.loc[:, ["consumer", "topic", "partition"]]
         .astype({"partition": np.int64})
@@ -141,7 +141,9 @@ def _previous_owner(offsets: pd.DataFrame, previous: pd.DataFrame | None) -> pd.
     )
     keys = offsets.loc[:, ["topic", "partition"]].astype({"partition": np.int64})
     got = keys.merge(prev, on=["topic", "partition"], how="left")["consumer"]
-    return pd.Series(got.to_numpy(dtype=object), index=offsets.index, dtype=object).where(got.notna().to_numpy(), None)
+    owners = got.to_numpy(dtype=object)
+    owners[got.isna().to_numpy()] = None
+    return pd.Series(owners, index=offsets.index, dtype=object)
 
 
 def _to_spark(spark: Any, frame: pd.DataFrame, schema: Any, scratch: Path) -> Any:
@@ -250,8 +252,8 @@ def measured_rates(
     if before is not None and not now.time > before.time:
         # the wall clock went back since the previous generation: measure nothing this time
         got = rates_io.measure(consumers, now, None, configured)
-        return replace(got, notes=(f"the previous generation's offsets are not older than this run's ({before.time:.3f} >= "
-                                   f"{now.time:.3f}): no rates measured",))
+        return replace(got, notes=((f"the previous generation's offsets are not older than this run's ({before.time:.3f} >= "
+                                    f"{now.time:.3f}): no rates measured"),))
     return rates_io.measure(consumers, now, before, configured)
 
 

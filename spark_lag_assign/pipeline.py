@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.functions import pandas_udf
 from pyspark.sql.types import (
     BooleanType,
@@ -107,8 +106,8 @@ def _plan_frame(
         return pd.DataFrame({"consumer": pd.Series(owners, dtype=object), "topic": topics, **tail})
     return pd.DataFrame(
         {
-            "consumer_code": codes.consumers.get_indexer(owners).astype(np.int32),
-            "topic_code": codes.topics.get_indexer(topics).astype(np.int32),
+            "consumer_code": codes.consumers.get_indexer(pd.Index(owners, dtype=object)).astype(np.int32),
+            "topic_code": codes.topics.get_indexer(pd.Index(topics, dtype=object)).astype(np.int32),
             **tail,
         }
     )

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from spark_lag_assign import cli, plan as plan_io
-from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from spark_lag_assign.session import submit_command, submit_env
+from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from tests.unit.test_plan import tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -162,15 +162,15 @@ def test_the_second_live_generation_carries_produce_and_read_rates_measured_sinc
 ) -> None:
     topic, group = "rates-live", "rates-live-pipelines"
     create_topic(kafka.bootstrap_servers, topic, 4)
-    produce(kafka.bootstrap_servers, topic, {p: 100 for p in range(4)})
+    produce(kafka.bootstrap_servers, topic, dict.fromkeys(range(4), 100))
     commit(kafka.bootstrap_servers, group, {(topic, p): 0 for p in range(4)})
     first = _plan_live(spark, kafka, group, topic, "a,b", tmp_path)
     assert first["rates_source"] == "none" and first["rates_estimated"] is True
-    assert first["observed"]["end_offsets"] == {topic: {str(p): 100 for p in range(4)}}
+    assert first["observed"]["end_offsets"] == {topic: dict.fromkeys(map(str, range(4)), 100)}
 
     # between the runs producers append unevenly and both pipelines read 40 records of each partition
     appended = {0: 50, 1: 20, 2: 0, 3: 10}
-    produce(kafka.bootstrap_servers, topic, {p: n for p, n in appended.items() if n}, start={p: 100 for p in range(4)})
+    produce(kafka.bootstrap_servers, topic, {p: n for p, n in appended.items() if n}, start=dict.fromkeys(range(4), 100))
     commit(kafka.bootstrap_servers, group, {(topic, p): 40 for p in range(4)})
     second = _plan_live(spark, kafka, group, topic, "a,b", tmp_path)
 
