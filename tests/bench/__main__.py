@@ -55,8 +55,8 @@ class Mode:
     java_shapes: tuple[java_compare.Shape, ...] = java_compare.FULL  # beside Kafka's own Java assignors
 
 
-FULL = Mode("full", 20, 6, 2, (100, 100, 100), 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky",))
-QUICK = Mode("quick", 3, 1, 0, None, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky",),
+FULL = Mode("full", 20, 6, 2, (100, 100, 100), 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky", "lag"))
+QUICK = Mode("quick", 3, 1, 0, None, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky", "lag"),
              rate_seeds=3, rate_speed=(100_000, 100), java_shapes=java_compare.QUICK)
 
 CHURN_SHAPES = ("skewed", "seed002", "mixed")
@@ -97,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scale", action="store_true", help="skip the scale grid and the Spark job")
     parser.add_argument("--no-job", action="store_true", help="skip the Spark job")
     parser.add_argument("--no-java", action="store_true", help="skip the comparison with Kafka's own Java assignors")
+    parser.add_argument("--no-growth", action="store_true", help="skip time and memory growth from 10k to 5M partitions")
     args = parser.parse_args(argv)
     mode = QUICK if args.quick else FULL
     out = Path(args.output)
@@ -147,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"Kafka's Java assignors not run: {java_error}")
         clock.done(f"beside Kafka's Java assignors ({', '.join(s.name for s in mode.java_shapes)})")
 
+    growth = ""
+    if not args.no_growth:
+        growth = scale.growth_section(out, quick=args.quick)
+        clock.done("growth of time and memory with partitions (10k to " + ("1M)" if args.quick else "5M)"))
+
     # pictures
     lags, subs = compare.SHAPE["skewed"].make(0)
     bar_plans = {p.name: p.run(lags, subs, None, 0, 1) for p in compare.PLANNERS}
@@ -181,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     text += rates_section(mode, timed_rates, rate_speed, pngs["rates"])
     text += "\n" + (java_compare.section(java, pngs["java"], mode.name == "quick") if java is not None
                     else f"## Beside Apache Kafka's own Java assignors\n\nNot run: {java_error}\n")
+    text += ("\n" + growth) if growth else ""
     (out / "report.md").write_text(text)
     print(text)
     _log(f"wrote {out / 'report.md'} and {len(pngs)} PNGs in {clock.total:.0f} s")
@@ -279,8 +286,11 @@ def render(
     if job is not None:
         parts += [
             "### The Spark job from a snapshot",
-            "`tests/bench/bench_job.py`: a fresh local[2] Spark process plans a skewed Parquet snapshot; phases in "
-            "seconds, peak resident memory of the whole process tree (driver, JVM, Python workers).",
+            "`tests/bench/bench_job.py`: the planner's console script (a fresh local[2] Spark process) plans a CSV "
+            "snapshot, back to back with its floor: a bare PySpark script that starts a session, reads the same "
+            "snapshot, adds the lag column, collects it and writes a round-robin plan as JSON. `job / floor` is "
+            "the ratio of the two in this run; peak resident memory of the whole process tree (driver, JVM, "
+            "Python workers).",
             report.job_table(job),
         ]
     return "\n\n".join(parts) + "\n"
