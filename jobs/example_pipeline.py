@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from spark_lag_assign.errors import SparkLagAssignError
 from spark_lag_assign.consume import AssignedStream, PlanFollower, RunSummary, StartQuery
+from spark_lag_assign.errors import SparkLagAssignError
 from spark_lag_assign.lists import comma_list
 from spark_lag_assign.uris import join_uri, local_path
 
@@ -148,7 +148,7 @@ def run(spark: Any, args: argparse.Namespace, on_started: Callable[[list[PlanFol
     def follow(follower: PlanFollower) -> None:
         try:
             summaries[follower.consumer] = follower.run(until_drained=args.available_now)
-        except BaseException as exc:  # reported by the main thread, which owns the exit status
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread, which owns the exit status
             errors[follower.consumer] = exc
 
     threads = [threading.Thread(target=follow, args=(f,), name=f"follow-{f.consumer}") for f in followers]

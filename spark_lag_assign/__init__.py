@@ -6,10 +6,11 @@ The pure core (lag rules, assignors, invariants) imports no Spark.
 
 from __future__ import annotations
 
-from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, assign, unassigned
 from typing import Any
 
+from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, assign, unassigned
 from spark_lag_assign.errors import (
+    CommitFencedError,
     ConfigError,
     ConsumerNotInPlanError,
     HandoverTimeoutError,
@@ -18,7 +19,6 @@ from spark_lag_assign.errors import (
     KafkaCommitError,
     KafkaReadError,
     NothingAssignedError,
-    CommitFencedError,
     PlanError,
     SparkLagAssignError,
     StrategyError,
@@ -43,12 +43,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "DEFAULT_STRATEGY",
+    "STRATEGIES",
     "AssignedStream",
     "ClaimFencedError",
     "CommitFencedError",
     "ConfigError",
     "ConsumerNotInPlanError",
-    "DEFAULT_STRATEGY",
     "HandoverTimeoutError",
     "InputError",
     "InvariantError",
@@ -59,7 +60,6 @@ __all__ = [
     "PlanFollower",
     "PlanFormatError",
     "PublishFencedError",
-    "STRATEGIES",
     "SparkLagAssignError",
     "StoreError",
     "StrategyError",

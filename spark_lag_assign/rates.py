@@ -144,7 +144,7 @@ def configured_rates(
     out: dict[str, float] = {}
     if rate is not None:
         one = check_rate(rate, "--rate")
-        out = {c: one for c in consumers}
+        out = dict.fromkeys(consumers, one)
     if rates is not None:
         unknown = sorted(set(rates) - known)
         if unknown:
@@ -319,9 +319,9 @@ def combine(
 
 
 __all__ = [
+    "SOURCES",
     "Observation",
     "Rates",
-    "SOURCES",
     "align_produce",
     "check_interval",
     "check_rate",
@@ -415,6 +415,6 @@ def filled(rates: Rates, consumers: Sequence[str]) -> Rates:
         return rates
     median = float(np.median(list(rates.read.values())))
     note = f"no read rate for {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}: planned at the median, {median:g}/s"
-    read = {**rates.read, **{c: median for c in missing}}
-    return Rates(read, {**rates.read_source, **{c: "median" for c in missing}}, rates.produce, rates.observations,
+    read = {**rates.read, **dict.fromkeys(missing, median)}
+    return Rates(read, {**rates.read_source, **dict.fromkeys(missing, "median")}, rates.produce, rates.observations,
                  (*rates.notes, note))

@@ -95,7 +95,7 @@ def _consumer_rates(
         values = {c: check_rate(rate[c], f"the rate of consumer {c!r}") for c in names}
     else:
         one = check_rate(rate, "the consumption rate")
-        values = {c: one for c in names}
+        values = dict.fromkeys(names, one)
     if not values:
         raise InputError("no consumers to simulate")
     return pd.Series(values, dtype=float).sort_index()
@@ -352,7 +352,7 @@ def duration(seconds: float) -> str:
         return "never"
     if seconds < 100:
         return f"{seconds:.1f} s"
-    whole = int(round(seconds))
+    whole = round(seconds)
     if whole < 3600:
         return f"{whole // 60}m {whole % 60:02d}s"
     return f"{whole // 3600}h {whole % 3600 // 60:02d}m"

@@ -214,9 +214,9 @@ class Handover:
             key = (consumer, record.version if isinstance(record, ClaimRecord) else record)
             self.first_seen.setdefault(key, read_at)
         mine = self.view.get(self.consumer)
-        if isinstance(mine, ClaimRecord) and mine.incarnation != self.incarnation:
-            if self.predecessor is None or mine.version != self.predecessor.version:
-                self.zombie = True  # a newer incarnation took our id over
+        if (isinstance(mine, ClaimRecord) and mine.incarnation != self.incarnation
+                and (self.predecessor is None or mine.version != self.predecessor.version)):
+            self.zombie = True  # a newer incarnation took our id over
         self.view_is_fresh = self.written is None or (
             isinstance(mine, ClaimRecord) and mine.version == self.written.version
         )

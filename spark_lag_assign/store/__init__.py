@@ -23,8 +23,8 @@ from spark_lag_assign.store.base import (
     Claims,
     ClaimWriter,
     FencedError,
-    PublishFencedError,
     Publisher,
+    PublishFencedError,
     Store,
     StoreError,
 )

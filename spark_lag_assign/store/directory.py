@@ -58,7 +58,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign import atomic
@@ -68,8 +68,8 @@ from spark_lag_assign.store.base import (
     ClaimRecord,
     Claims,
     ClaimWriter,
-    PublishFencedError,
     Publisher,
+    PublishFencedError,
     Store,
     StoreError,
     TopicPartition,
@@ -301,7 +301,7 @@ def hadoop_store(parsed: StoreURI, *, hadoop_conf: Mapping[str, str] | None = No
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _safe_name(name: str) -> str:

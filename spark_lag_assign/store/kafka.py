@@ -66,6 +66,7 @@ is the safe reading ("stop reading now") even though no newer incarnation exists
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -86,8 +87,8 @@ from spark_lag_assign.store.base import (
     ClaimRecord,
     Claims,
     ClaimWriter,
-    PublishFencedError,
     Publisher,
+    PublishFencedError,
     Store,
     StoreError,
     TopicPartition,
@@ -683,10 +684,8 @@ class KafkaStore(Store):
             producer.commit_transaction()
             return [f.get(timeout=self.timeout).offset for f in futures]
         except KafkaError:
-            try:
+            with contextlib.suppress(Exception):  # a fenced producer cannot abort; its epoch is dead anyway
                 producer.abort_transaction()
-            except Exception:  # noqa: BLE001 - a fenced producer cannot abort; its epoch is dead anyway
-                pass
             raise
 
     # -- plans
@@ -772,7 +771,7 @@ class KafkaStore(Store):
 def _close_quietly(producer: Any) -> None:
     try:
         producer.close(timeout=5)
-    except Exception:  # noqa: BLE001 - closing what failed must not hide why it failed
+    except Exception:
         log.debug("closing a producer failed", exc_info=True)
 
 

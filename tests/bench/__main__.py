@@ -207,7 +207,7 @@ def render(
     sticky_rows: list[dict[str, object]] | None = None,
 ) -> str:
     names = compare.NAMES
-    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sections = ", ".join(f"{name} {seconds:.0f} s" for name, seconds, _ in clock.sections)
     loads = ", ".join(f"{x:.1f}" for x in clock.loads)
     parts = [

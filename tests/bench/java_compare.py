@@ -122,10 +122,10 @@ def run(
             here: list[dict[str, object]] = []
             for name in OURS:
                 plans[name] = sla.assign(lags, members, name, previous=before)  # also the untimed call
-                seconds = _median_time(lambda: sla.assign(lags, members, name, previous=before), repeat)  # noqa: B023
+                seconds = _median_time(lambda: sla.assign(lags, members, name, previous=before), repeat)
                 problem, spec = core_problem(lags, members, before), get_strategy(name)
                 run_strategy(spec, problem)
-                core = _median_time(lambda: run_strategy(spec, problem), repeat)  # noqa: B023
+                core = _median_time(lambda: run_strategy(spec, problem), repeat)
                 here.append({"assignor": name, "family": "ours", "seconds": seconds, "core_seconds": core,
                              "timed": repeat, "warmup": 1})
             if log:

@@ -11,11 +11,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from spark_lag_assign import metrics  # noqa: E402
+from spark_lag_assign import metrics
 
 COLOURS = {
     "range": "#1f77b4", "roundrobin": "#ff7f0e", "lag": "#2ca02c", "shuffle": "#9467bd", "sticky": "#8c564b",

@@ -41,8 +41,7 @@ def _freeze(what: str) -> None:
 
 
 def _patch() -> None:
-    from spark_lag_assign.store import directory, hadoop
-    from spark_lag_assign.store import kafka as kafka_store
+    from spark_lag_assign.store import directory, hadoop, kafka as kafka_store
 
     transact = kafka_store.KafkaStore._transact
 

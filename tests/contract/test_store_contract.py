@@ -175,21 +175,20 @@ def holds(*partitions: int) -> list[tuple[str, int]]:
 
 
 def test_a_claim_is_read_back_by_every_reader_as_soon_as_it_is_written(harness: Harness) -> None:
-    with harness.open() as a, harness.open() as b:
-        with a.claim_writer("A") as writer:
-            first = writer.write(3, holds(2, 0), lease=20.0, state="waiting")
-            seen = b.claims()
-            assert set(seen) == {"A"}
-            record = seen["A"]
-            assert isinstance(record, ClaimRecord)
-            assert (record.consumer, record.generation, record.holds, record.lease, record.state) == (
-                "A", 3, frozenset(holds(0, 2)), 20.0, "waiting",
-            )  # fmt: skip
-            assert record.version == first.version and record.incarnation == writer.incarnation
-            second = writer.write(4, holds(), lease=20.0, state="released")
-            assert second.seq > first.seq
-            again = b.claims()["A"]
-            assert isinstance(again, ClaimRecord) and again.version == second.version and again.holds == frozenset()
+    with harness.open() as a, harness.open() as b, a.claim_writer("A") as writer:
+        first = writer.write(3, holds(2, 0), lease=20.0, state="waiting")
+        seen = b.claims()
+        assert set(seen) == {"A"}
+        record = seen["A"]
+        assert isinstance(record, ClaimRecord)
+        assert (record.consumer, record.generation, record.holds, record.lease, record.state) == (
+            "A", 3, frozenset(holds(0, 2)), 20.0, "waiting",
+        )  # fmt: skip
+        assert record.version == first.version and record.incarnation == writer.incarnation
+        second = writer.write(4, holds(), lease=20.0, state="released")
+        assert second.seq > first.seq
+        again = b.claims()["A"]
+        assert isinstance(again, ClaimRecord) and again.version == second.version and again.holds == frozenset()
 
 
 def test_a_new_incarnation_fences_the_old_one(harness: Harness) -> None:

@@ -21,6 +21,8 @@ import pandas as pd
 import pytest
 
 from spark_lag_assign import config, job, plan as plan_io
+from spark_lag_assign.consume import PlanFollower, RunSummary, read_assigned
+from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id
 from spark_lag_assign.errors import (
     ConsumerNotInPlanError,
     HandoverTimeoutError,
@@ -28,8 +30,6 @@ from spark_lag_assign.errors import (
     NothingAssignedError,
     PlanError,
 )
-from spark_lag_assign.consume import PlanFollower, RunSummary, read_assigned
-from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id
 from spark_lag_assign.offsets import read_offsets
 from spark_lag_assign.store import ClaimRecord, open_store
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
@@ -77,7 +77,7 @@ class Producer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, partitions: int, start: int, per_round: int = 1, pause: float = 0.4):
         super().__init__(name=f"producer-{topic}", daemon=True)
         self.bootstrap, self.topic, self.per_round, self.pause = bootstrap, topic, per_round, pause
-        self.sent = {p: start for p in range(partitions)}  # acknowledged records per partition
+        self.sent = dict.fromkeys(range(partitions), start)  # acknowledged records per partition
         self.halt = threading.Event()
         self.error: BaseException | None = None
 
@@ -196,7 +196,7 @@ TOPIC, GROUP, PARTITIONS, BACKLOG = "events", "stream-it", 6, 30
 @pytest.fixture(scope="module")
 def events(kafka: LocalKafka) -> str:
     create_topic(kafka.bootstrap_servers, TOPIC, PARTITIONS)
-    produce(kafka.bootstrap_servers, TOPIC, {p: BACKLOG for p in range(PARTITIONS)})
+    produce(kafka.bootstrap_servers, TOPIC, dict.fromkeys(range(PARTITIONS), BACKLOG))
     # the group exists from the start, as a group that pipelines feed would
     commit(kafka.bootstrap_servers, GROUP, {(TOPIC, p): 0 for p in range(PARTITIONS)})
     return TOPIC
@@ -218,7 +218,7 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
     running = {c: Running(follower(spark, plan_dir, c, tmp_path, bootstrap)) for c in ("C0", "C1")}
     try:
         wait_until(lambda: all(r.started(1) for r in running.values()), 120, "C0 and C1 read generation 1")
-        wait_until(lambda: caught_up(bootstrap, GROUP, events, {p: BACKLOG for p in range(PARTITIONS)}), 120, "the backlog is committed")
+        wait_until(lambda: caught_up(bootstrap, GROUP, events, dict.fromkeys(range(PARTITIONS), BACKLOG)), 120, "the backlog is committed")
 
         # a consumer joins: range moves t-2 from C0 to C1 and t-4, t-5 from C1 to C2
         plans[2] = replan("C0,C1,C2")
@@ -227,7 +227,7 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
         }  # fmt: skip
         running["C2"] = Running(follower(spark, plan_dir, "C2", tmp_path, bootstrap))
         wait_until(lambda: all(r.started(2) for r in running.values()), 180, "all three read generation 2")
-        mark = {p: n for p, n in producer.sent.items()}
+        mark = dict(producer.sent.items())
         wait_until(lambda: caught_up(bootstrap, GROUP, events, mark), 120, "the new owners commit past the handover")
 
         # one leaves: t-2 goes back to C0 and t-3 to C2; C1's follower releases and returns
@@ -235,7 +235,7 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
         assert {c: e["assign"] for c, e in plans[3]["consumers"].items()} == {"C0": {events: [0, 1, 2]}, "C2": {events: [3, 4, 5]}}
         wait_until(lambda: running["C1"].summary is not None or running["C1"].error is not None, 120, "C1 leaves")
         wait_until(lambda: running["C0"].started(3) and running["C2"].started(3), 180, "C0 and C2 read generation 3")
-        mark = {p: n for p, n in producer.sent.items()}
+        mark = dict(producer.sent.items())
         wait_until(lambda: caught_up(bootstrap, GROUP, events, mark), 120, "the owners commit past the second handover")
     finally:
         producer.halt.set()
@@ -298,7 +298,7 @@ def hand_plan(directory: Path, generation: int, consumers: dict[str, dict[str, l
         for c, assign in consumers.items() for t, ps in assign.items() for p in ps
     ]  # fmt: skip
     frame = pd.DataFrame(rows, columns=list(plan_io.PLAN_COLUMNS))
-    doc = plan_io.build_plan(frame, {c: [t for t in a] or ["fixed"] for c, a in consumers.items()}, generation=generation, strategy="range", reset="earliest", group=group)
+    doc = plan_io.build_plan(frame, {c: list(a) or ["fixed"] for c, a in consumers.items()}, generation=generation, strategy="range", reset="earliest", group=group)
     with open_store(str(directory)) as store, store.publisher() as publisher:
         assert publisher.next_generation() == generation
         publisher.publish(doc)
@@ -369,9 +369,9 @@ def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
     with open_store(str(plan_dir)) as store, store.claim_writer("A") as writer:
         writer.write(1, holds(fixed, 0, 1), lease=600.0, state="reading")
     started = time.monotonic()
-    with caplog.at_level(logging.ERROR, logger="spark_lag_assign"):
-        with pytest.raises(HandoverTimeoutError, match=r"B waited 3s .* A holds fixed-1 under generation 1"):
-            follower(spark, plan_dir, "B", tmp_path, kafka.bootstrap_servers, handover_timeout=3.0).run()
+    with caplog.at_level(logging.ERROR, logger="spark_lag_assign"), \
+            pytest.raises(HandoverTimeoutError, match=r"B waited 3s .* A holds fixed-1 under generation 1"):
+        follower(spark, plan_dir, "B", tmp_path, kafka.bootstrap_servers, handover_timeout=3.0).run()
     assert 3 <= time.monotonic() - started < 30
     assert any("A holds fixed-1 under generation 1" in r.getMessage() for r in caplog.records)
     found = claims(plan_dir)
@@ -410,7 +410,7 @@ def test_the_example_pipeline_runs_locally_reads_the_backlog_and_commits_it(
 # -- faults while running -----------------------------------------------------------------------
 
 
-@pytest.fixture()
+@pytest.fixture
 def trickle(kafka: LocalKafka, request: pytest.FixtureRequest) -> Iterator[tuple[str, str, Producer]]:
     """A fresh two-partition topic and group, with a producer writing to it during the test."""
     topic = group = f"trickle-{request.node.name.split('[')[0][-24:].replace('_', '-')}"

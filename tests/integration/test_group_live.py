@@ -18,8 +18,8 @@ minutes.
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -186,7 +186,7 @@ def check_ownership_never_overlaps(members: list[Member]) -> int:
     spans = intervals(members, time.time())
     for tp, iv in spans.items():
         iv.sort()
-        for (a0, a1, am), (b0, b1, bm) in zip(iv, iv[1:]):
+        for (_a0, a1, am), (b0, _b1, bm) in itertools.pairwise(iv):
             assert b0 >= a1, f"{tp} owned by {am} until {a1:.3f} and by {bm} from {b0:.3f}"
     return sum(len(v) for v in spans.values())
 
@@ -252,7 +252,7 @@ def test_lag_sticky_group_balances_a_skewed_backlog_moves_little_and_outlives_a_
         orphaned = four["b"]
         victim.kill()
         more = {(topic, p): 40 for p in range(len(SKEWED))}
-        produce(kafka.bootstrap_servers, topic, {p: 40 for p in range(len(SKEWED))}, start=dict(enumerate(SKEWED)))
+        produce(kafka.bootstrap_servers, topic, dict.fromkeys(range(len(SKEWED)), 40), start=dict(enumerate(SKEWED)))
         after = wait_stable(members, every, timeout=SESSION_MS / 1000 + 40)
         assert set(after) == {"a", "c", "d"}
         # the survivors report what they own, so whoever leads now keeps it where it is
@@ -287,7 +287,7 @@ def test_cooperative_members_never_own_a_partition_at_the_same_time(kafka: Local
         members.append(Member(tmp_path, kafka, group, topic, "c", *args))
         wait_stable(members, every)
         members[0].stop()  # a dynamic member leaves the group cleanly
-        produce(kafka.bootstrap_servers, topic, {p: 30 for p in range(len(sizes))}, start=dict(enumerate(sizes)))
+        produce(kafka.bootstrap_servers, topic, dict.fromkeys(range(len(sizes)), 30), start=dict(enumerate(sizes)))
         wait_stable(members, every)
         wait_read(members, {(topic, p): n + 30 for p, n in enumerate(sizes)})
     finally:

@@ -163,10 +163,9 @@ def test_refusals_by_acls_name_the_acl_to_grant() -> None:
 
 def test_a_plan_too_big_for_one_record_is_chunked_and_round_trips(kafka: Any) -> None:
     name = fresh_name()
-    with open_store(f"kafka://{kafka.bootstrap_servers}/{name}") as store:
-        with store.publisher() as publisher:
-            doc = make_plan(publisher.next_generation(), consumers=1, partitions=200_000)
-            publisher.publish(doc)
+    with open_store(f"kafka://{kafka.bootstrap_servers}/{name}") as store, store.publisher() as publisher:
+        doc = make_plan(publisher.next_generation(), consumers=1, partitions=200_000)
+        publisher.publish(doc)
     records = raw_records(kafka.bootstrap_servers, topic_names(name)[0], "read_committed")
     chunks = [r for r in records if r.key.decode().startswith("g/0000000001/c/c0/")]
     assert len(chunks) > 4  # ~3.6 MB of JSON

@@ -33,10 +33,9 @@ def gone(port: int, within: float = 30.0) -> bool:
 
 def test_a_failing_block_still_stops_the_broker(tmp_path: Path) -> None:
     broker = LocalKafka(tmp_path)
-    with pytest.raises(RuntimeError, match="test body failed"):
-        with broker:
-            assert listening(broker.port)
-            raise RuntimeError("test body failed")
+    with pytest.raises(RuntimeError, match="test body failed"), broker:  # noqa: PT012 - the failure must happen inside the broker's block
+        assert listening(broker.port)
+        raise RuntimeError("test body failed")
     assert gone(broker.port)
     assert broker.stopped_by == "SIGTERM", "the broker needed SIGKILL: it did not shut down in order"
     # it was a real KRaft broker that saw the SIGTERM, and its log stays for a failing test to point to.

@@ -22,9 +22,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, job
-from spark_lag_assign import offsets as offsets_io
-from spark_lag_assign import plan as plan_io
+from spark_lag_assign import cli, job, offsets as offsets_io, plan as plan_io
 from spark_lag_assign.store import open_store
 from spark_lag_assign.testing.localkafka import free_port
 from tests.unit.test_plan import tree

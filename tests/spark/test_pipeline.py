@@ -116,7 +116,7 @@ def _workload(seed: int) -> tuple[pd.DataFrame, dict[str, list[str]], pd.DataFra
     subs[sorted(subs)[0]] = topics  # someone reads everything
     owners = list(subs)
     previous = lags.sample(frac=0.6, random_state=seed)[["topic", "partition"]].assign(
-        consumer=[owners[i % len(owners)] for i in range(int(len(lags) * 0.6 + 0.5))][: int(round(len(lags) * 0.6))]
+        consumer=[owners[i % len(owners)] for i in range(int(len(lags) * 0.6 + 0.5))][: round(len(lags) * 0.6)]
     )
     return lags, subs, previous
 

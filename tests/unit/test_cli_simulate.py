@@ -37,7 +37,7 @@ def seconds(out: str, plan: str) -> float:
     return float("inf") if cells[0] == "never" else float(cells[2].replace(",", ""))
 
 
-@pytest.fixture()
+@pytest.fixture
 def three(tmp_path: Path) -> Path:
     # one topic, lags 600, 200, 200 (nothing committed beyond 0)
     return snapshot(tmp_path / "offsets.csv", ("t", 0, 600, 0), ("t", 1, 200, 0), ("t", 2, 200, 0))

@@ -61,7 +61,7 @@ def test_secrets_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
     text = LIVE.replace("[plan]", '[kafka.client_env]\nsasl_plain_password = "PW_VAR"\n[plan]')
     path = write(tmp_path, text)
     monkeypatch.delenv("PW_VAR", raising=False)
-    with pytest.raises(ConfigError, match="environment variable PW_VAR .*sasl_plain_password.* is not set"):
+    with pytest.raises(ConfigError, match=r"environment variable PW_VAR .*sasl_plain_password.* is not set"):
         config.settings(path)
     monkeypatch.setenv("PW_VAR", "s3cret")
     assert config.settings(path).client == {"sasl_plain_password": "s3cret"}

@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from spark_lag_assign.store import (
 from spark_lag_assign.store.directory import CLAIMS_KEPT, DirectoryStore, LocalFileSystem
 
 REPO = Path(__file__).resolve().parents[2]
-CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)  # plans built twice compare equal
+CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)  # plans built twice compare equal
 
 
 def make_plan(generation: int, consumers: int = 3, partitions: int = 12, tag: int = 0) -> plan_io.Plan:

@@ -192,12 +192,12 @@ def test_a_failing_monitor_logs_once_and_keeps_trying(caplog: pytest.LogCaptureF
         calls.append(1)
         raise ConnectionError("broker down")
 
-    with caplog.at_level(logging.WARNING, "spark_lag_assign.group.lagsource"):
-        with GroupLagMonitor(None, "g", topics=["t"], interval_s=0.02, reader=reader) as monitor:
-            deadline = time.monotonic() + 5
-            while len(calls) < 4 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert monitor.snapshot() is None
+    with caplog.at_level(logging.WARNING, "spark_lag_assign.group.lagsource"), \
+            GroupLagMonitor(None, "g", topics=["t"], interval_s=0.02, reader=reader) as monitor:
+        deadline = time.monotonic() + 5
+        while len(calls) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert monitor.snapshot() is None
     assert len(calls) >= 4
     assert len([r for r in caplog.records if "cannot read lags" in r.getMessage()]) == 1
 

@@ -44,7 +44,7 @@ def test_records_and_markers_parse() -> None:
 
 
 def test_no_loss_when_every_offset_is_there_even_twice() -> None:
-    records = rec("A", "a", 1, 0, 0.0, range(0, 6)) + rec("B", "b", 2, 0, 5.0, range(4, 10))
+    records = rec("A", "a", 1, 0, 0.0, range(6)) + rec("B", "b", 2, 0, 5.0, range(4, 10))
     assert losses(records, {(T, 0): 10}) == {}
 
 
@@ -73,7 +73,7 @@ def test_batches_one_after_another_do_not_overlap() -> None:
 
 
 def test_two_readers_of_one_partition_at_once_are_found() -> None:
-    a = rec("A", "a", 1, 4, 10.0, range(0, 5), written=10.4)
+    a = rec("A", "a", 1, 4, 10.0, range(5), written=10.4)
     b = rec("B", "b", 2, 0, 10.5, range(5, 9))  # begins while A's batch is still committing
     found = overlaps(batches_of(a + b, {a[0].batch: 10.8, b[0].batch: 11.5}))
     assert len(found) == 1 and found[0].tp == (T, 0)
@@ -88,8 +88,8 @@ def test_same_time_on_different_partitions_is_no_overlap() -> None:
 
 
 def test_a_restarted_incarnation_overlapping_its_zombie_is_found() -> None:
-    zombie = rec("A", "old", 3, 9, 20.0, range(0, 4), written=20.2)
-    successor = rec("A", "new", 3, 0, 20.5, range(0, 4))
+    zombie = rec("A", "old", 3, 9, 20.0, range(4), written=20.2)
+    successor = rec("A", "new", 3, 0, 20.5, range(4))
     found = overlaps(batches_of(zombie + successor, {zombie[0].batch: 21.0, successor[0].batch: 21.2}), across="incarnation")
     assert len(found) == 1
 
@@ -122,7 +122,7 @@ def test_no_duplicates_and_the_handovers_are_counted() -> None:
 
 def test_one_batch_read_again_at_a_handover_is_within_the_bound() -> None:
     records = (
-        rec("A", "a", 1, 0, 0.0, range(0, 5))
+        rec("A", "a", 1, 0, 0.0, range(5))
         + rec("A", "a", 1, 1, 1.0, range(5, 8))  # completed, its commit lost
         + rec("B", "b", 2, 0, 9.0, range(5, 12))  # B starts at the last commit: 5
     )
@@ -131,19 +131,19 @@ def test_one_batch_read_again_at_a_handover_is_within_the_bound() -> None:
 
 
 def test_reading_again_from_two_earlier_batches_breaks_the_bound() -> None:
-    records = rec("A", "a", 1, 0, 0.0, range(0, 5)) + rec("A", "a", 1, 1, 1.0, range(5, 8)) + rec("B", "b", 2, 0, 9.0, range(3, 12))
+    records = rec("A", "a", 1, 0, 0.0, range(5)) + rec("A", "a", 1, 1, 1.0, range(5, 8)) + rec("B", "b", 2, 0, 9.0, range(3, 12))
     d = duplicates(records, max_per_batch=10)
     assert d.records == 5 and len(d.violations) == 1 and "2 earlier batches" in d.violations[0]
 
 
 def test_more_than_a_batch_read_again_breaks_the_bound() -> None:
-    records = rec("A", "a", 1, 0, 0.0, range(0, 8)) + rec("B", "b", 2, 0, 9.0, range(0, 12))
+    records = rec("A", "a", 1, 0, 0.0, range(8)) + rec("B", "b", 2, 0, 9.0, range(12))
     d = duplicates(records, max_per_batch=5)
     assert any("more than a batch" in v for v in d.violations)
 
 
 def test_an_offset_twice_within_one_query_is_a_violation() -> None:
-    records = rec("A", "a", 1, 0, 0.0, range(0, 4)) + rec("A", "a", 1, 1, 1.0, range(3, 6))
+    records = rec("A", "a", 1, 0, 0.0, range(4)) + rec("A", "a", 1, 1, 1.0, range(3, 6))
     d = duplicates(records, max_per_batch=10)
     assert d.records == 1 and any("read twice by one query" in v for v in d.violations)
 

@@ -29,8 +29,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, event, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from spark_lag_assign.consume.protocol import (
@@ -94,7 +93,7 @@ class World:
     commit_epoch: dict[str, int] = field(default_factory=dict)
     committed: dict[TP, int] = field(default_factory=dict)
     committed_generation: dict[TP, int] = field(default_factory=dict)
-    end: dict[TP, int] = field(default_factory=lambda: {tp: 5 for tp in PARTITIONS})
+    end: dict[TP, int] = field(default_factory=lambda: dict.fromkeys(PARTITIONS, 5))
     sinked: dict[TP, set[int]] = field(default_factory=lambda: {tp: set() for tp in PARTITIONS})
     checkpoints: dict[tuple[str, int], dict[TP, int]] = field(default_factory=dict)
 

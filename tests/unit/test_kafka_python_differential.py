@@ -59,7 +59,7 @@ def random_group(
         frames.append(pd.DataFrame({"topic": topic, "partition": parts, "lag": rng.integers(0, 10**6, size=n)}))
     lags = pd.concat(frames, ignore_index=True)
     consumers = rng.choice(CONSUMER_POOL, size=rng.integers(1, 9), replace=False).tolist()
-    pool = topics + ["not-in-cluster"]
+    pool = [*topics, "not-in-cluster"]
     if identical:
         # everyone reads the same topics, at least one of which has partitions
         common = [topics[0]] + [t for t in pool[1:] if rng.random() < 0.6]

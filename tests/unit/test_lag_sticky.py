@@ -11,21 +11,20 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
-from spark_lag_assign.testing import workloads as w
 from spark_lag_assign.assignors import lagsticky
 from spark_lag_assign.assignors.base import GroupProblem
 from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.invariants import check_assignment
 from spark_lag_assign.metrics import quality
+from spark_lag_assign.testing import workloads as w
 
 Subscriptions = Mapping[str, Sequence[str]]
 SEEDS = range(7)
@@ -146,11 +145,11 @@ def test_counts_stay_within_one_per_topic_and_over_the_group_through_churn(name:
     assert_count_rules(out, subs)
     topic = sorted(subs[next(iter(subs))])[0]
     steps = [
-        ("join", lambda l, s: (l, w.join(s, seed=seed))),
-        ("leave", lambda l, s: (l, w.leave(s, seed=seed))),
-        ("partitions added", lambda l, s: (w.add_partitions(l, topic, 5, seed=seed), s)),
-        ("topic appears", lambda l, s: w.add_topic(l, s, "zz-new", 7, seed=seed)),
-        ("lags drift", lambda l, s: (w.drift(l, 0.3, seed=seed), s)),
+        ("join", lambda lg, s: (lg, w.join(s, seed=seed))),
+        ("leave", lambda lg, s: (lg, w.leave(s, seed=seed))),
+        ("partitions added", lambda lg, s: (w.add_partitions(lg, topic, 5, seed=seed), s)),
+        ("topic appears", lambda lg, s: w.add_topic(lg, s, "zz-new", 7, seed=seed)),
+        ("lags drift", lambda lg, s: (w.drift(lg, 0.3, seed=seed), s)),
     ]
     for label, step in steps:
         lags, subs = step(lags, subs)
@@ -173,7 +172,7 @@ def test_with_different_subscriptions_no_consumer_keeps_an_extra_another_could_t
 # (b) balance: the targets on skewed backlogs and on seed 002's group
 
 
-@lru_cache(maxsize=None)
+@cache
 def optimality(workload: str, strategy: str, seed: int) -> float:
     lags, subs = {"skewed": w.skewed, "seed002": w.seed002}[workload](seed=seed)
     return quality(plan(lags, subs, strategy=strategy), subs).optimality
@@ -271,7 +270,7 @@ def unbalanced(lags: pd.DataFrame, subs: Subscriptions, victim: str) -> pd.DataF
     """A plan with valid counts but ``victim`` holding the heaviest partition of every topic
     it reads a partition of: swap it with whatever ``victim`` held there."""
     out = plan(lags, subs).copy()
-    for topic, rows in out.groupby("topic").groups.items():
+    for _topic, rows in out.groupby("topic").groups.items():
         rows = list(rows)
         heavy = max(rows, key=lambda r: (out.at[r, "lag"], -out.at[r, "partition"]))
         mine = [r for r in rows if out.at[r, "consumer"] == victim]
@@ -404,12 +403,12 @@ def groups(draw: st.DrawFn) -> tuple[pd.DataFrame, dict[str, list[str]], pd.Data
     consumers = draw(st.lists(st.sampled_from(CONSUMERS), min_size=1, max_size=6, unique=True))
     topics = sorted(set(lags["topic"]))
     if draw(st.booleans()):
-        subs = {c: topics for c in consumers}
+        subs = dict.fromkeys(consumers, topics)
     else:
         subs = {c: draw(st.lists(st.sampled_from(topics), max_size=len(topics), unique=True)) for c in consumers}
     previous = None
     if draw(st.booleans()):
-        pool = consumers + ["departed"]
+        pool = [*consumers, "departed"]
         previous = lags[["topic", "partition"]].assign(
             consumer=[draw(st.sampled_from(pool)) for _ in range(len(lags))]
         )
@@ -437,7 +436,7 @@ def test_the_same_input_gives_the_same_plan_and_a_plan_is_its_own_next_plan(grou
 def test_with_identical_subscriptions_the_search_never_raises_the_heaviest_load(group: tuple) -> None:
     lags, subs, _ = group
     topics = sorted(set(lags["topic"]))
-    same = {c: topics for c in subs}
+    same = dict.fromkeys(subs, topics)
     # from the same start, a step is taken only if it lowers the load of the heaviest consumer
     assert quality(plan(lags, same), same).max_lag <= quality(plan(lags, same, max_swaps=0), same).max_lag
 

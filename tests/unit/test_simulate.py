@@ -9,8 +9,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign.errors import InputError

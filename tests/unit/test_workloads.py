@@ -115,7 +115,7 @@ def test_join_adds_one_reader_of_every_topic_with_a_fresh_id() -> None:
     assert len(new) == 1
     (newcomer,) = new
     assert re.fullmatch(rf"joiner-{UUID4}", newcomer)
-    assert joined[newcomer] == sorted(set(t for ts in subs.values() for t in ts))
+    assert joined[newcomer] == sorted({t for ts in subs.values() for t in ts})
     assert {c: joined[c] for c in subs} == subs
     assert w.join(subs, seed=5) == joined
     assert w.join(subs, topics=["topic000"], seed=5)[newcomer] == ["topic000"]
@@ -149,7 +149,7 @@ def test_add_topic_is_read_by_the_named_readers_only() -> None:
     assert_well_formed(more, subs2)
     assert (more["topic"] == "new-topic").sum() == 5
     assert [c for c in subs2 if "new-topic" in subs2[c]] == [reader]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="topic new-topic exists"):
         w.add_topic(more, subs2, "new-topic", 1)
 
 
