@@ -69,15 +69,28 @@ class _Lags:
         return values if self.order is None else values[self.order]
 
 
-def _factorize_sorted(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(code per value, the distinct values sorted): codes follow the sorted order."""
+def _factorize_sorted(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(code per value, the distinct values sorted): codes follow the sorted order. A
+    categorical column is already factorized: its codes are used as they are."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = np.asarray(column.cat.codes, dtype=np.int64)
+        uniques = np.asarray(column.cat.categories, dtype=object)
+        used = np.bincount(codes[codes >= 0], minlength=len(uniques)) > 0
+        if not used.all():  # categories without rows are no topics of this frame
+            codes = np.where(codes >= 0, (np.cumsum(used) - 1)[np.maximum(codes, 0)], -1)
+            uniques = uniques[used]
+        return _sorted_codes(codes, uniques)
+    values = column.to_numpy(dtype=object)
     heads = run_starts(values)
     if heads is None:
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
     else:  # grouped by topic, as snapshots and plans are: hash one value per run
         head_codes, uniques = pd.factorize(values[heads], use_na_sentinel=True)
         codes = np.repeat(head_codes, np.diff(np.r_[heads, len(values)]))
-    uniques = np.asarray(uniques, dtype=object)
+    return _sorted_codes(codes, np.asarray(uniques, dtype=object))
+
+
+def _sorted_codes(codes: np.ndarray, uniques: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if (codes < 0).any() or not _all_names(uniques):
         raise InputError("lags: column topic must hold non-empty strings")
     sorter = np.argsort(uniques, kind="stable")
@@ -145,7 +158,7 @@ def _read_lags(lags: pd.DataFrame) -> _Lags:
     missing = [c for c in ("topic", "partition", "lag") if c not in lags.columns]
     if missing:
         raise InputError(f"lags: missing column(s) {', '.join(missing)}")
-    codes, names = _factorize_sorted(lags["topic"].to_numpy(dtype=object))
+    codes, names = _factorize_sorted(lags["topic"])
     partitions = _integer_column(lags, "partition", lambda i: f"a row of topic {names[codes[i]]}")
     lag = _integer_column(lags, "lag", lambda i: f"{names[codes[i]]}-{partitions[i]}")
     total = exact_total(lag)

@@ -318,3 +318,16 @@ def test_sticky_picks_the_same_partitions_to_give_up_by_maxima_packed_keys_or_so
     for plan in plans[1:]:
         pd.testing.assert_frame_equal(plan, plans[0])
     assert moved(plans[0], first) > 0
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "lag"])
+def test_a_categorical_topic_column_plans_as_the_plain_one(strategy: str) -> None:
+    lags = big_lags(np.random.default_rng(5), 12, (9, 70))
+    subs = {f"c{i}": sorted(set(lags["topic"]))[i:] for i in range(5)}
+    # categories unsorted and one without rows: neither may change the plan
+    categories = ["zz-unused", *sorted(set(lags["topic"]), reverse=True)]
+    coded = lags.assign(topic=pd.Categorical(lags["topic"], categories=categories)).iloc[::-1]
+    pd.testing.assert_frame_equal(sla.assign(coded, subs, strategy), sla.assign(lags, subs, strategy))
+    with pytest.raises(InputError) as err:
+        sla.assign(coded.assign(topic=pd.Categorical([None] * len(coded), categories=categories)), subs, strategy)
+    assert "column topic must hold non-empty strings" in one_line(err)
