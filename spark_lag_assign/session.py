@@ -6,8 +6,12 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spark_lag_assign import jvm
+
+if TYPE_CHECKING:  # the annotation only: importing this module starts nothing
+    from pyspark.sql import SparkSession
 
 LOG4J_CONF = jvm.REPO_ROOT / "conf" / "log4j2-spark.properties"
 
@@ -44,7 +48,7 @@ def local_session(
     with_kafka: bool = True,
     master: str = "local[2]",
     extra: Mapping[str, str] | None = None,
-):  # -> SparkSession
+) -> SparkSession:
     """A local SparkSession whose pandas-UDF workers run this interpreter (they need pyarrow)."""
     from pyspark.sql import SparkSession
 

@@ -885,6 +885,7 @@ class _Search:
         group, owner, load = self.group, self.state.owner, self.state.load
         n_rows = len(group.lag)
         speed = group.speed
+        gap: float
         if speed is None:
             gap = int(load[top] - load.min())
         else:  # a partner must be lighter by less than the room some consumer has below top's time
@@ -956,6 +957,7 @@ class _Search:
         others = np.argsort(group.times(load), kind="stable")[:partners]
         speed = group.speed
         for other in others[others != top].tolist():
+            gap: float
             if speed is None:
                 gap = int(load[top] - load[other])
                 if gap <= 1:
