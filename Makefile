@@ -9,7 +9,7 @@ MVN    ?= mvn
 JVM    := .jvm
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo test test-protocol test-thorough test-cluster test-unit bench bench-quick broker dist clean
+.PHONY: help setup venv jvm demo lint test test-protocol test-thorough test-cluster test-unit bench bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -36,7 +36,11 @@ setup: venv jvm ## both of the above
 demo: setup ## run the planner end to end on a local broker and local Spark (out/demo)
 	$(PY) jobs/demo.py --output out/demo
 
-test: setup ## run every test: pure, Spark, against a real local broker; then the protocol's thorough profile
+lint: venv ## the quality gates: ruff (the project's rules, pyproject.toml) and mypy on the package
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: setup lint ## the gates, then every test: pure, Spark, against a real local broker, the JVM; then the protocol's thorough profile
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-protocol
 
