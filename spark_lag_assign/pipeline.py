@@ -143,14 +143,19 @@ def with_lag(reset: str = "latest") -> Transform:
 
 
 def with_previous_owner(previous: DataFrame | None) -> Transform:
-    """lags -> lags + previous_owner (the owner in the previous plan, null where none)."""
+    """lags -> lags + previous_owner (the owner in the previous plan, null where none). A
+    partition the previous plan lists twice keeps the smallest consumer id, as the pure
+    ``spark_lag_assign.assign`` reads it (Spark orders strings by UTF-8 bytes, which is the
+    same order for every id the assignors accept)."""
 
     def transform(lags: DataFrame) -> DataFrame:
         if previous is None:
             return lags.withColumn("previous_owner", F.lit(None).cast(StringType()))
-        owners = previous.select(
-            F.col("topic"), F.col("partition").cast(IntegerType()), F.col("consumer").alias("previous_owner")
-        ).dropDuplicates(["topic", "partition"])
+        owners = (
+            previous.select(F.col("topic"), F.col("partition").cast(IntegerType()), F.col("consumer"))
+            .groupBy("topic", "partition")
+            .agg(F.min("consumer").alias("previous_owner"))
+        )
         return lags.join(owners, on=["topic", "partition"], how="left")
 
     return transform

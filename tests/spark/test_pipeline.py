@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 import spark_lag_assign as sla
 from spark_lag_assign import pipeline
@@ -146,6 +147,27 @@ def test_the_session_loads_the_kafka_source_of_pysparks_exact_version(spark) -> 
         f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar",
         f"spark-token-provider-kafka-0-10_2.13-{pyspark.__version__}.jar",
     ]
+
+
+@pytest.mark.parametrize("strategy", ["sticky", "lag-sticky"])
+def test_a_partition_listed_twice_in_the_previous_plan_is_the_smallest_ids_on_both_paths(spark, strategy: str) -> None:  # type: ignore[no-untyped-def]
+    lags, subs, previous = _workload(11)
+    first = previous.iloc[0]
+    consumers = sorted(subs)
+    # the same partition again, under every other consumer, listed before and after the real owner
+    others = [c for c in consumers if c != first["consumer"]]
+    twice = pd.concat([pd.DataFrame({"consumer": others[-1:], "topic": [first["topic"]], "partition": [first["partition"]]}),
+                       previous,
+                       pd.DataFrame({"consumer": others[:1], "topic": [first["topic"]], "partition": [first["partition"]]})],
+                      ignore_index=True)[["consumer", "topic", "partition"]]
+    want = sla.assign(lags, subs, strategy, previous=twice, seed=3)
+    df = spark.createDataFrame(lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long")
+    with_prev = df.transform(pipeline.with_previous_owner(spark.createDataFrame(twice, schema=pipeline.PREVIOUS_SCHEMA)))
+    owner = with_prev.where((F.col("topic") == str(first["topic"])) & (F.col("partition") == int(first["partition"])))
+    assert [r["previous_owner"] for r in owner.collect()] == [min(others[0], str(first["consumer"]))]
+    got = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=3)).where("consumer is not null")
+    expected = spark.createDataFrame(want, schema="consumer string, topic string, partition int, lag long")
+    assert_df_equality(got.select("consumer", "topic", "partition", "lag"), expected, ignore_row_order=True, ignore_nullable=True)
 
 
 @pytest.mark.parametrize("strategy", [s for s, spec in sla.STRATEGIES.items() if spec.scope == "topic"])
