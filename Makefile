@@ -9,7 +9,7 @@ MVN    ?= mvn
 JVM    := .jvm
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo lint test test-protocol test-thorough test-cluster test-unit bench bench-quick broker dist clean
+.PHONY: help setup venv jvm demo lint test test-protocol test-thorough test-cluster test-unit bench bench-speed bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -58,6 +58,9 @@ test-unit: venv ## only the pure tests (no Spark, no broker, no JVM): a few minu
 
 bench: setup ## benchmarks: tables and plots in out/bench
 	$(PY) -m tests.bench --output out/bench
+
+bench-speed: venv ## our assignors' core and end-to-end time at a million partitions (--profile for cProfile)
+	$(PY) -m tests.bench.bench_speed
 
 bench-quick: setup ## a fast subset of the benchmarks, for development
 	$(PY) -m tests.bench --quick --output out/bench-quick
