@@ -72,7 +72,7 @@ dist: venv ## dist/spark_lag_assign.zip, for spark-submit --py-files on a cluste
 	@mkdir -p dist
 	rm -f dist/spark_lag_assign.zip
 	$(PY) -c "import pathlib, zipfile; z = zipfile.ZipFile('dist/spark_lag_assign.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path('spark_lag_assign').rglob('*')) if p.suffix in ('.py', '.typed') and 'testing' not in p.parts]; z.close()"
-	@echo "dist/spark_lag_assign.zip: pass it with --py-files; executors need pandas and pyarrow, the driver kafka-python too"
+	@echo "dist/spark_lag_assign.zip: pass it with --py-files; executors need pandas and pyarrow, drivers kafka-python, pydantic and tenacity too"
 
 clean: ## remove outputs (keeps .venv and .jvm)
 	rm -rf out dist spark-warehouse metastore_db derby.log .pytest_cache artifacts
