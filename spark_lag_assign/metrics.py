@@ -16,11 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from itertools import pairwise
 
 import numpy as np
 import pandas as pd
 
 from spark_lag_assign.errors import InputError
+from spark_lag_assign.subscriptions import distinct
 
 _LOW = np.int64(0xFFFFFFFF)
 
@@ -87,6 +89,19 @@ def exact_sums(keys: pd.Series | np.ndarray, values: pd.Series | np.ndarray) -> 
     return {k: (int(h) << 32) + int(lo) for k, h, lo in zip(grouped.index.tolist(), grouped["high"].tolist(), grouped["low"].tolist())}
 
 
+def exact_run_sums(values: pd.Series | np.ndarray, starts: np.ndarray) -> list[int]:
+    """The exact sum of each run of ``values`` (runs start at ``starts``, ascending, the first at 0)."""
+    if len(starts) == 0:
+        return []
+    halves = _halves(values)
+    if halves is None:
+        every = np.asarray(values, dtype=object).tolist()
+        bounds = [*np.asarray(starts).tolist(), len(every)]
+        return [sum(map(_as_int, every[a:b])) for a, b in pairwise(bounds)]
+    high, low = (np.add.reduceat(h, starts).tolist() for h in halves)
+    return [(h << 32) + lo for h, lo in zip(high, low)]
+
+
 def per_consumer(assignment: pd.DataFrame, consumers: Sequence[str]) -> pd.DataFrame:
     """consumer -> partitions, lag; every consumer in ``consumers``, sorted, zeros where empty.
 
@@ -111,17 +126,27 @@ def topic_spread(assignment: pd.DataFrame, subscriptions: Mapping[str, Sequence[
     """The worst ``max - min`` partitions of one topic among that topic's subscribers."""
     if assignment.empty:
         return 0
-    counts = assignment.groupby(["topic", "consumer"], sort=False).size()
-    subscribers: dict[str, int] = {}
-    for topics in subscriptions.values():
-        for t in set(topics):  # a topic listed twice is still one reader
-            subscribers[t] = subscribers.get(t, 0) + 1
-    by_topic = counts.groupby(level=0, sort=False)
-    top = by_topic.max()
-    holders = by_topic.size()
-    n_subs = pd.Series(subscribers).reindex(top.index).fillna(0)
+    topic_codes, topics = pd.factorize(assignment["topic"].to_numpy(dtype=object))
+    consumer_codes, owners = pd.factorize(assignment["consumer"].to_numpy(dtype=object))
+    held = (topic_codes >= 0) & (consumer_codes >= 0)  # rows without an owner hold nothing
+    if not held.any():
+        return 0
+    # one key per (topic, consumer) pair, sorted by topic: each topic's holders are one run
+    width = max(len(owners), 1)
+    keys, counts = np.unique(topic_codes[held].astype(np.int64) * width + consumer_codes[held], return_counts=True)
+    pair_topic = keys // width
+    starts = np.flatnonzero(np.r_[True, pair_topic[1:] != pair_topic[:-1]])
+    top = np.maximum.reduceat(counts, starts)
+    low = np.minimum.reduceat(counts, starts)
+    holders = np.diff(np.r_[starts, len(keys)])
+    # readers per topic, once per distinct topic list (a thousand consumers often share one)
+    index = pd.Index(topics)
+    readers = np.zeros(len(topics), dtype=np.int64)
+    for topic_list, members in distinct(subscriptions).items():
+        found = index.get_indexer(pd.Index(list(set(topic_list)), dtype=object))  # a topic listed twice is still one reader
+        readers[found[found >= 0]] += len(members)
     # a subscriber holding nothing of the topic counts as 0
-    low = by_topic.min().where(holders >= n_subs, 0)
+    low = np.where(holders >= readers[pair_topic[starts]], low, 0)
     return int((top - low).max())
 
 
