@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.errors import InputError, PlanError
-from spark_lag_assign.metrics import exact_sum, exact_sums
+from spark_lag_assign.metrics import exact_run_sums, exact_sum
 from spark_lag_assign.planformat import (
     CONSUMER_ID_PATTERN,
     FORMAT_VERSION,
@@ -76,6 +76,26 @@ def _check_rows(rows: pd.DataFrame) -> None:
             )
 
 
+def _codes(names: pd.Series, sorted_names: Sequence[str]) -> np.ndarray:
+    """Each row's position in ``sorted_names`` (int64); a name not there is an error of the caller."""
+    codes = pd.Index(list(sorted_names)).get_indexer(pd.Index(names.to_numpy(dtype=object), dtype=object)).astype(np.int64)
+    if (codes < 0).any():
+        raise KeyError(names.to_numpy(dtype=object)[codes < 0][0])
+    return codes
+
+
+def _run_starts(*sorted_keys: np.ndarray) -> np.ndarray:
+    """Where each run of equal keys starts (rows sorted by the keys; several keys: any of them changes)."""
+    n = len(sorted_keys[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    for k in sorted_keys:
+        change[1:] |= k[1:] != k[:-1]
+    return np.flatnonzero(change)
+
+
 def build_plan(
     rows: pd.DataFrame,
     subscriptions: Mapping[str, Sequence[str]],
@@ -102,6 +122,7 @@ def build_plan(
         topics = sorted(set(topic_list))
         listed[topic_list] = "*" if set(topics) == everything else topics  # "*": every planned topic
 
+    names = sorted(subscriptions)
     consumers: dict[str, ConsumerPlan] = {
         c: {
             "assign": {},
@@ -110,37 +131,47 @@ def build_plan(
             "lag": 0,
             "subscriptions": listed[tuple(subscriptions[c])],  # type: ignore[typeddict-item]  # "*" or topics
         }
-        for c in sorted(subscriptions)
+        for c in names
     }
     has_owner = rows["consumer"].notna().to_numpy()
-    assigned = rows[has_owner].sort_values(["consumer", "topic", "partition"], kind="stable")
-    current_consumer: object = None
-    current_topic: object = None
-    for c, t, p, o in zip(
-        assigned["consumer"].tolist(),
-        assigned["topic"].tolist(),
-        assigned["partition"].astype(np.int64).tolist(),
-        assigned["starting_offset"].astype(np.int64).tolist(),
-    ):
-        if c != current_consumer:
-            entry = consumers[c]
-            current_consumer, current_topic = c, None
-        if t != current_topic:
-            parts = entry["assign"][t] = []
-            starts = entry["startingOffsets"][t] = {}
-            current_topic = t
-        parts.append(p)
-        starts[str(p)] = o
-    if len(assigned):
-        sizes = assigned.groupby("consumer", sort=False).size()
-        for consumer, size in zip(sizes.index.tolist(), sizes.tolist()):
-            consumers[consumer]["partitions"] = int(size)
-        # exact: a consumer's lags may add up past int64
-        for consumer, total in exact_sums(assigned["consumer"], assigned["lag"]).items():
-            consumers[consumer]["lag"] = total  # type: ignore[index]
-    unassigned_rows = rows[~has_owner].sort_values(["topic", "partition"], kind="stable")
+    assigned = rows[has_owner]
+    # rows sorted by (consumer, topic, partition) as codes: names and topics are sorted, so
+    # code order is name order; each consumer's part is then a run of rows, each topic a run in it
+    owner = _codes(assigned["consumer"], names)
+    topic = _codes(assigned["topic"], planned)
+    part = assigned["partition"].astype(np.int64).to_numpy()
+    by_owner = np.lexsort((part, topic, owner))
+    owner, topic, part = owner[by_owner], topic[by_owner], part[by_owner]
+    firsts = _run_starts(owner)
+    runs = _run_starts(owner, topic)
+    # one list per (consumer, topic) run, built from whole arrays: no Python object per row but the numbers
+    numbers = part.tolist()
+    keys = list(map(str, numbers))
+    starts = assigned["starting_offset"].astype(np.int64).to_numpy()[by_owner].tolist()
+    spans = list(map(slice, runs.tolist(), [*runs[1:].tolist(), len(numbers)]))
+    part_lists = list(map(numbers.__getitem__, spans))
+    start_dicts = list(map(dict, map(zip, map(keys.__getitem__, spans), map(starts.__getitem__, spans))))
+    run_topics = [planned[t] for t in topic[runs].tolist()]
+    first_run = np.searchsorted(runs, firsts).tolist()
+    sizes = np.diff(np.r_[firsts, len(numbers)]).tolist()
+    # exact: a consumer's lags may add up past int64
+    totals = exact_run_sums(assigned["lag"].to_numpy()[by_owner], firsts)
+    for o, r0, r1, size, total in zip(owner[firsts].tolist(), first_run, [*first_run[1:], len(spans)], sizes, totals):
+        entry = consumers[names[o]]
+        entry["assign"] = dict(zip(run_topics[r0:r1], part_lists[r0:r1]))
+        entry["startingOffsets"] = dict(zip(run_topics[r0:r1], start_dicts[r0:r1]))
+        entry["partitions"] = size
+        entry["lag"] = total
+    del numbers, keys, starts, spans, part_lists, start_dicts
+    unassigned_rows = rows[~has_owner]
+    nobody = _codes(unassigned_rows["topic"], planned)
+    spare = unassigned_rows["partition"].astype(np.int64).to_numpy()
+    order = np.lexsort((spare, nobody))
+    nobody, spare = nobody[order], spare[order]
+    edges = _run_starts(nobody).tolist()
+    spare_list = spare.tolist()
     unassigned = {
-        str(t): sorted(int(p) for p in g["partition"]) for t, g in unassigned_rows.groupby("topic", sort=True)
+        planned[t]: spare_list[e0:e1] for t, e0, e1 in zip(nobody[edges].tolist(), edges, [*edges[1:], len(spare_list)])
     }
     doc: Plan = {
         "format": FORMAT_VERSION,
@@ -164,7 +195,7 @@ def build_plan(
         "quality": dict(quality or {}),  # type: ignore[typeddict-item]  # metrics.Quality.as_dict()
     }
     if rates is not None:
-        _add_times(doc, assigned, rates)
+        _add_times(doc, assigned.iloc[by_owner], rates)
     if observed is not None:
         from spark_lag_assign.rates import observation_json
 
@@ -181,12 +212,12 @@ def _seconds(value: float) -> float | None:
 
 
 def _add_times(doc: Plan, assigned: pd.DataFrame, rates: Rates) -> None:
-    """Per consumer and partition, and for the group: the time to drain under the fluid model
+    """(``assigned``: sorted by consumer, topic, partition.) Per consumer and partition, and for the group: the time to drain under the fluid model
     of ``spark_lag_assign.simulate`` (null where a read rate is unknown, or it never drains)."""
     from spark_lag_assign.rates import align_produce, drain_seconds
     from spark_lag_assign.simulate import _drain_partitions
 
-    rows = assigned.sort_values(["consumer", "topic", "partition"], kind="stable")
+    rows = assigned  # sorted by consumer, topic, partition
     produce = align_produce(rates.produce, rows["topic"].to_numpy(), rows["partition"].to_numpy())
     owners = rows["consumer"].to_numpy(dtype=object)
     starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(rows) else np.zeros(0, dtype=np.int64)
