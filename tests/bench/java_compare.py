@@ -10,8 +10,10 @@ partitions each), ``--quick`` at a hundredth of that. Two steps: ``first`` (from
 ``tests/integration/test_java_assignors.py``, checks that they agree from scratch).
 
 Ours is timed twice: end to end through ``spark_lag_assign.assign`` (validation, building the
-problem, the invariant check: what a caller pays), and the core alone (the strategy module on
-a prebuilt ``GroupProblem``, as ``bench_sticky.core_problem`` builds it); one untimed call, then
+problem, the invariant check: what a caller pays), and the core alone (the strategy on the
+``GroupProblem`` the front end builds, ``assignors.problem``, answering consumer codes as
+``assignors.run_codes`` does: Kafka's assign call likewise gets its input built and answers
+member ids it was given); one untimed call, then
 the median of ``repeat``. Kafka's side (``kafka_java``) times its assign call alone, warm, in one
 JVM: the median of up to 5 calls after up to 2 untimed ones. Ratios are ours / Kafka's, so
 below 1 means ours is faster. Owners of ``range``, ``roundrobin`` and ``sticky`` are compared
@@ -32,9 +34,8 @@ import numpy as np
 import pandas as pd
 
 import spark_lag_assign as sla
-from spark_lag_assign.assignors import get_strategy, run as run_strategy
+from spark_lag_assign.assignors import get_strategy, problem as build_problem, run_codes
 from tests.bench import kafka_java, plots
-from tests.bench.bench_sticky import core_problem
 from tests.bench.report import Target, table
 
 
@@ -123,9 +124,9 @@ def run(
             for name in OURS:
                 plans[name] = sla.assign(lags, members, name, previous=before)  # also the untimed call
                 seconds = _median_time(lambda: sla.assign(lags, members, name, previous=before), repeat)
-                problem, spec = core_problem(lags, members, before), get_strategy(name)
-                run_strategy(spec, problem)
-                core = _median_time(lambda: run_strategy(spec, problem), repeat)
+                problem, spec = build_problem(lags, members, name, previous=before), get_strategy(name)
+                run_codes(spec, problem)
+                core = _median_time(lambda: run_codes(spec, problem), repeat)
                 here.append({"assignor": name, "family": "ours", "seconds": seconds, "core_seconds": core,
                              "timed": repeat, "warmup": 1})
             if log:
