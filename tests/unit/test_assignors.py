@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import roundrobin
@@ -73,7 +72,7 @@ def lag_frames(draw: st.DrawFn) -> pd.DataFrame:
 def subscription_maps(draw: st.DrawFn, topics: Sequence[str]) -> Subscriptions:
     consumers = draw(st.lists(st.sampled_from(CONSUMERS), min_size=1, max_size=6, unique=True))
     # a topic nobody reads and a subscribed topic without partitions both stay possible
-    pool = sorted(topics) + [GHOST_TOPIC]
+    pool = [*sorted(topics), GHOST_TOPIC]
     if draw(st.booleans()):
         common = draw(st.lists(st.sampled_from(pool), max_size=len(pool), unique=True))
         return {c: list(common) for c in consumers}
@@ -96,7 +95,7 @@ def previous_plans(draw: st.DrawFn, lags: pd.DataFrame, consumers: Sequence[str]
     n_extra = draw(st.integers(0, 4))
     extra = pd.DataFrame(
         {"consumer": owners[rng.integers(0, len(owners), size=n_extra)],
-         "topic": np.asarray(TOPICS + ["deleted"], dtype=object)[rng.integers(0, len(TOPICS) + 1, size=n_extra)],
+         "topic": np.asarray([*TOPICS, "deleted"], dtype=object)[rng.integers(0, len(TOPICS) + 1, size=n_extra)],
          "partition": rng.integers(0, 46, size=n_extra)}
     )
     # extra rows may repeat a live partition under a second owner, or name a deleted one
@@ -364,7 +363,7 @@ def test_roundrobin_shortcut_for_identical_subscriptions_agrees_with_the_ring_wa
         topics=lags["topic"].to_numpy(dtype=object),
         partitions=lags["partition"].to_numpy(dtype=np.int64),
         lags=lags["lag"].to_numpy(dtype=np.int64),
-        subscriptions={c: topics for c in consumers},
+        subscriptions=dict.fromkeys(consumers, topics),
         consumers=consumers,
     )
     assert roundrobin.assign_group(problem) == roundrobin.ring_walk(problem)

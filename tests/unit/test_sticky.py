@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign.metrics import moved
@@ -112,10 +111,10 @@ def test_first_assignment_is_round_robin_over_topics_then_partitions() -> None:
 
 def test_a_leaving_consumers_partitions_are_spread_and_every_other_partition_stays() -> None:
     sizes = {"a": 5, "b": 4, "c": 3}
-    subs = {c: ALL3 for c in ("C0", "C1", "C2", "C3")}
+    subs = dict.fromkeys(("C0", "C1", "C2", "C3"), ALL3)
     before = sticky(sizes, subs)
     assert set(counts(before, subs).values()) == {3}
-    after = sticky(sizes, {c: ALL3 for c in ("C0", "C2", "C3")}, before)
+    after = sticky(sizes, dict.fromkeys(("C0", "C2", "C3"), ALL3), before)
     assert counts(after, {"C0": [], "C2": [], "C3": []}) == {"C0": 4, "C2": 4, "C3": 4}
     joined = before.merge(after, on=["topic", "partition"], suffixes=("_before", "_after"))
     stayed = joined[joined["consumer_before"] != "C1"]
