@@ -294,9 +294,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Plans from the pure assignors and their drain, all in this process: no Spark session."""
-    from spark_lag_assign import assignors, config, metrics, offsets, simulate
-    from spark_lag_assign import plan as plan_io
-    from spark_lag_assign import rates as rates_io
+    from spark_lag_assign import assignors, config, metrics, offsets, plan as plan_io, rates as rates_io, simulate
     from spark_lag_assign.lag import compute_lag
 
     settings = config.simulate_settings(
@@ -331,7 +329,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         assert settings.rate is not None
         rate = settings.rate
-    read_rates = rate if isinstance(rate, dict) else {c: rate for c in subs}
+    read_rates = rate if isinstance(rate, dict) else dict.fromkeys(subs, rate)
 
     plans: dict[str, Any] = {}
     members: dict[str, list[str]] = {}
