@@ -20,7 +20,7 @@ def duration(seconds: float | None, estimated: bool = False) -> str:
     mark = "~" if estimated else ""
     if seconds < 100:
         return f"{mark}{seconds:.1f} s"
-    whole = int(round(seconds))
+    whole = round(seconds)
     if whole < 3600:
         return f"{mark}{whole // 60}m {whole % 60:02d}s"
     return f"{mark}{whole // 3600}h {whole % 3600 // 60:02d}m"
