@@ -8,9 +8,11 @@ checks the document, so the planner, the stores and the pipelines agree on one f
 
 from __future__ import annotations
 
+import gc
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +78,20 @@ def _check_rows(rows: pd.DataFrame) -> None:
             )
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a million lists and dicts are made: each full pass
+    would walk every object the driver holds (the plan rows' object arrays included), which
+    doubles the time of building a plan; none of these objects can form a cycle."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _codes(names: pd.Series, sorted_names: Sequence[str]) -> np.ndarray:
     """Each row's position in ``sorted_names`` (int64); a name not there is an error of the caller."""
     codes = pd.Index(list(sorted_names)).get_indexer(pd.Index(names.to_numpy(dtype=object), dtype=object)).astype(np.int64)
@@ -94,6 +110,39 @@ def _run_starts(*sorted_keys: np.ndarray) -> np.ndarray:
     for k in sorted_keys:
         change[1:] |= k[1:] != k[:-1]
     return np.flatnonzero(change)
+
+
+def _fill(
+    consumers: dict[str, ConsumerPlan],
+    names: Sequence[str],
+    planned: Sequence[str],
+    assigned: pd.DataFrame,
+    by_owner: np.ndarray,
+    owner: np.ndarray,
+    topic: np.ndarray,
+    part: np.ndarray,
+) -> None:
+    """Each consumer's assign, startingOffsets, partitions and lag, from the assigned rows in
+    (consumer, topic, partition) order (``by_owner``; ``owner``, ``topic`` and ``part`` sorted so)."""
+    firsts = _run_starts(owner)
+    runs = _run_starts(owner, topic)
+    numbers = part.tolist()
+    keys = list(map(str, numbers))
+    starts = assigned["starting_offset"].astype(np.int64).to_numpy()[by_owner].tolist()
+    spans = list(map(slice, runs.tolist(), [*runs[1:].tolist(), len(numbers)]))
+    part_lists = list(map(numbers.__getitem__, spans))
+    start_dicts = list(map(dict, map(zip, map(keys.__getitem__, spans), map(starts.__getitem__, spans))))
+    run_topics = [planned[t] for t in topic[runs].tolist()]
+    first_run = np.searchsorted(runs, firsts).tolist()
+    sizes = np.diff(np.r_[firsts, len(numbers)]).tolist()
+    # exact: a consumer's lags may add up past int64
+    totals = exact_run_sums(assigned["lag"].to_numpy()[by_owner], firsts)
+    for o, r0, r1, size, total in zip(owner[firsts].tolist(), first_run, [*first_run[1:], len(spans)], sizes, totals):
+        entry = consumers[names[o]]
+        entry["assign"] = dict(zip(run_topics[r0:r1], part_lists[r0:r1]))
+        entry["startingOffsets"] = dict(zip(run_topics[r0:r1], start_dicts[r0:r1]))
+        entry["partitions"] = size
+        entry["lag"] = total
 
 
 def build_plan(
@@ -117,10 +166,10 @@ def build_plan(
     planned = sorted(set(rows["topic"]))
     everything = set(planned)
 
-    listed: dict[tuple[str, ...], list[str] | str] = {}  # once per distinct topic list
-    for topic_list in distinct(subscriptions):
+    listed: dict[str, list[str] | str] = {}  # once per distinct topic list, not once per consumer
+    for topic_list, members in distinct(subscriptions).items():
         topics = sorted(set(topic_list))
-        listed[topic_list] = "*" if set(topics) == everything else topics  # "*": every planned topic
+        listed.update(dict.fromkeys(members, "*" if set(topics) == everything else topics))  # "*": every planned topic
 
     names = sorted(subscriptions)
     consumers: dict[str, ConsumerPlan] = {
@@ -129,7 +178,7 @@ def build_plan(
             "startingOffsets": {},
             "partitions": 0,
             "lag": 0,
-            "subscriptions": listed[tuple(subscriptions[c])],  # type: ignore[typeddict-item]  # "*" or topics
+            "subscriptions": listed[c],  # type: ignore[typeddict-item]  # "*" or topics
         }
         for c in names
     }
@@ -142,27 +191,9 @@ def build_plan(
     part = assigned["partition"].astype(np.int64).to_numpy()
     by_owner = np.lexsort((part, topic, owner))
     owner, topic, part = owner[by_owner], topic[by_owner], part[by_owner]
-    firsts = _run_starts(owner)
-    runs = _run_starts(owner, topic)
     # one list per (consumer, topic) run, built from whole arrays: no Python object per row but the numbers
-    numbers = part.tolist()
-    keys = list(map(str, numbers))
-    starts = assigned["starting_offset"].astype(np.int64).to_numpy()[by_owner].tolist()
-    spans = list(map(slice, runs.tolist(), [*runs[1:].tolist(), len(numbers)]))
-    part_lists = list(map(numbers.__getitem__, spans))
-    start_dicts = list(map(dict, map(zip, map(keys.__getitem__, spans), map(starts.__getitem__, spans))))
-    run_topics = [planned[t] for t in topic[runs].tolist()]
-    first_run = np.searchsorted(runs, firsts).tolist()
-    sizes = np.diff(np.r_[firsts, len(numbers)]).tolist()
-    # exact: a consumer's lags may add up past int64
-    totals = exact_run_sums(assigned["lag"].to_numpy()[by_owner], firsts)
-    for o, r0, r1, size, total in zip(owner[firsts].tolist(), first_run, [*first_run[1:], len(spans)], sizes, totals):
-        entry = consumers[names[o]]
-        entry["assign"] = dict(zip(run_topics[r0:r1], part_lists[r0:r1]))
-        entry["startingOffsets"] = dict(zip(run_topics[r0:r1], start_dicts[r0:r1]))
-        entry["partitions"] = size
-        entry["lag"] = total
-    del numbers, keys, starts, spans, part_lists, start_dicts
+    with _collector_paused():
+        _fill(consumers, names, planned, assigned, by_owner, owner, topic, part)
     unassigned_rows = rows[~has_owner]
     nobody = _codes(unassigned_rows["topic"], planned)
     spare = unassigned_rows["partition"].astype(np.int64).to_numpy()
