@@ -25,9 +25,11 @@ import operator
 import re
 from collections.abc import Mapping
 from functools import cache
-from itertools import islice
+from itertools import chain, islice
 from typing import Annotated, Any, Final, Literal, NotRequired
 
+import numpy as np
+import pandas as pd
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
@@ -243,7 +245,80 @@ def _consistent(doc: Plan) -> str | None:
     return None
 
 
+def _ints_within(values: list[Any], low: int, high: int) -> bool:
+    """Every value a plain int (not a bool, not a float) in ``[low, high)``: C loops only."""
+    return not values or (set(map(type, values)) == {int} and min(values) >= low and max(values) < high)
+
+
+def _partitions_consistent(doc: Any) -> bool:
+    """Whether every per-partition part of ``doc`` (each consumer's ``assign`` and
+    ``startingOffsets``, and ``unassigned``) keeps both the model's rules and ``_consistent``'s,
+    checked over whole lists and arrays at once. False means "not shown": the caller then runs
+    the field-by-field checks, which find the first problem and name it.
+
+    The startingOffsets must list their keys in the order of the partitions (build_plan's and
+    every plan.json's order): a plan that names them in another order is checked the slow way.
+    """
+    consumers, unassigned = doc.get("consumers"), doc.get("unassigned")
+    if type(consumers) is not dict or type(unassigned) is not dict:
+        return False
+    lists: list[Any] = []  # every assign list, consumer by consumer
+    starts: list[Any] = []  # the startingOffsets of the same topics, in the same order
+    topics: list[Any] = []
+    ends: list[int] = []  # where each consumer's topics end in ``lists``
+    for entry in consumers.values():
+        if type(entry) is not dict:
+            return False
+        assign, starting = entry.get("assign"), entry.get("startingOffsets")
+        if type(assign) is not dict or type(starting) is not dict or assign.keys() != starting.keys():
+            return False
+        lists.extend(assign.values())
+        starts.extend(map(starting.__getitem__, assign))
+        topics.extend(assign)
+        ends.append(len(lists))
+    if set(map(type, lists)) - {list} or set(map(type, starts)) - {dict} or set(map(type, topics)) - {str} or "" in topics:
+        return False
+    sizes = list(map(len, lists))
+    if sizes != list(map(len, starts)):
+        return False
+    total = np.r_[0, np.cumsum(sizes, dtype=np.int64)]
+    counted = (total[ends] - total[[0, *ends[:-1]]]).tolist() if ends else []
+    if [entry.get("partitions") for entry in consumers.values()] != counted:
+        return False
+    if {type(entry["partitions"]) for entry in consumers.values()} - {int}:
+        return False
+    numbers = list(chain.from_iterable(lists))
+    if not _ints_within(numbers, 0, PARTITION_LIMIT) or list(chain.from_iterable(starts)) != list(map(str, numbers)):
+        return False
+    if not _ints_within(list(chain.from_iterable(map(dict.values, starts))), -2, INT64_LIMIT):
+        return False
+    spare = list(unassigned.values())
+    if set(map(type, spare)) - {list} or set(map(type, unassigned)) - {str} or "" in unassigned:
+        return False
+    if not _ints_within(list(chain.from_iterable(spare)), 0, PARTITION_LIMIT):
+        return False
+    if not numbers:
+        return True
+    # ascending within each topic's list, and no (topic, partition) twice in the whole plan
+    parts = np.asarray(numbers, dtype=np.int64)
+    first_of_list = np.zeros(len(parts), dtype=bool)
+    first_of_list[np.cumsum(sizes)[:-1]] = True  # empty lists add no row
+    if not (first_of_list[1:] | (parts[1:] > parts[:-1])).all():
+        return False
+    codes, _ = pd.factorize(np.asarray(topics, dtype=object))
+    keys = np.sort(np.repeat(codes.astype(np.int64), sizes) * PARTITION_LIMIT + parts)
+    return not (keys[1:] == keys[:-1]).any()
+
+
+def _without_partitions(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with empty per-partition parts: what pydantic still checks once those passed ``_partitions_consistent``."""
+    consumers = {c: {**e, "assign": {}, "startingOffsets": {}} for c, e in doc["consumers"].items()}
+    return {**doc, "consumers": consumers, "unassigned": {}}
+
+
 def _checked(doc: Plan, source: str) -> Plan:
+    if _partitions_consistent(doc):
+        return doc
     problem = _consistent(doc)
     if problem is not None:
         raise PlanFormatError(f"{source}: not a valid plan: {problem}")
@@ -300,11 +375,20 @@ def check_plan(doc: Any, source: str) -> Plan:
     ``PlanFormatError`` naming ``source`` and the first problem otherwise."""
     if not isinstance(doc, Mapping):
         raise PlanFormatError(f"{source}: not a plan (expected a JSON object)")
+    # a plan of a million partitions: its per-partition parts checked over whole arrays, the
+    # rest by the model (~20x faster than the model over every partition, as one C loop each)
+    fast = type(doc) is dict and _partitions_consistent(doc)
     try:
-        _adapter().validate_python(doc)
+        _adapter().validate_python(_without_partitions(doc) if fast else doc)  # type: ignore[arg-type]
     except ValidationError as exc:
-        raise PlanFormatError(f"{source}: not a valid plan: {_problem(exc)}") from None
-    return _checked(doc, source)  # type: ignore[arg-type]
+        problem = _problem(exc)
+        if fast:  # the whole document's first problem, as the model orders them
+            try:
+                _adapter().validate_python(doc)
+            except ValidationError as whole:
+                problem = _problem(whole)
+        raise PlanFormatError(f"{source}: not a valid plan: {problem}") from None
+    return doc if fast else _checked(doc, source)  # type: ignore[return-value,arg-type]
 
 
 def _key_patterns(node: Any) -> Any:
