@@ -13,14 +13,14 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from spark_lag_assign.cli import main
+from spark_lag_assign.cli import PLANNER_SPARK_CONF, main
 
 
 def submitted_session(spark_conf: dict[str, str], master: str | None) -> Any:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("spark-lag-assign")
-    for key, value in spark_conf.items():
+    for key, value in {**PLANNER_SPARK_CONF, **spark_conf}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
