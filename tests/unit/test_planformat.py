@@ -209,6 +209,30 @@ def test_a_bad_plan_is_one_line_naming_its_source_and_the_first_problem(name: st
     assert isinstance(err.value, InputError) and isinstance(err.value, PlanError)  # the CLI prints it in one line, exit 1
 
 
+DECODED = [name for name in BAD if name not in ("not utf-8", "not json", "a list")]
+
+
+@pytest.mark.parametrize("name", DECODED)
+def test_a_bad_dict_about_to_be_published_is_refused_with_the_same_line_as_its_file(name: str) -> None:
+    data, expected = BAD[name]
+    with pytest.raises(PlanFormatError) as err:
+        check_plan(json.loads(data), "store X generation 3")  # the whole-array checks decline, the field checks name it
+    assert str(err.value).startswith("store X generation 3: ") and expected in str(err.value), str(err.value)
+
+
+def test_a_built_plan_takes_the_whole_array_checks_and_one_in_another_key_order_the_field_checks() -> None:
+    from spark_lag_assign import planformat
+
+    doc = plan_io.build_plan(
+        pd.concat([rows(), pd.DataFrame([("C1", "t0", 3, 1, 4)], columns=list(plan_io.PLAN_COLUMNS))]),
+        SUBS, generation=1, strategy="lag", reset="latest",
+    )  # fmt: skip
+    assert planformat._partitions_consistent(doc)  # the fast path a million-partition plan relies on
+    doc["consumers"]["C1"]["startingOffsets"]["t0"] = dict(reversed(doc["consumers"]["C1"]["startingOffsets"]["t0"].items()))
+    assert not planformat._partitions_consistent(doc)
+    assert check_plan(doc, "p") is doc  # still valid: JSON objects have no order
+
+
 # what JSON Schema can say (the rest: not JSON at all, and how a consumer's fields agree with each other)
 SHAPE_ONLY = [
     "consumers as a list", "partition as a string", "string generation", "boolean generation", "partition past int32",
