@@ -188,18 +188,24 @@ def options(raw: Mapping[str, Any]) -> tuple[float, int]:
     return float(tolerance), int(max_swaps)
 
 
-def assign_group(problem: GroupProblem) -> list[str]:
+def assign_codes(problem: GroupProblem) -> np.ndarray:
+    """The owner of every row as a consumer code (the consumers' sorted order, which is
+    ``problem.codes().index``'s): no consumer names are made or looked up on the way."""
     tolerance, max_swaps = options(problem.options)
     consumers = list(problem.consumers)
     if len(problem.partitions) == 0:
-        return []
+        return np.zeros(0, dtype=np.int64)
     group = _group(problem, consumers)
     previous = _previous(group, problem, consumers)
     if (previous >= 0).any():
         state = _sticky(group, previous, tolerance, max_swaps)
     else:
         state = _fresh(group, tolerance, max_swaps)
-    return np.asarray(consumers, dtype=object)[state.owner].tolist()
+    return state.owner
+
+
+def assign_group(problem: GroupProblem) -> list[str]:
+    return np.asarray(list(problem.consumers), dtype=object)[assign_codes(problem)].tolist()
 
 
 def _fresh(group: _Group, tolerance: float, max_swaps: int) -> _State:
@@ -294,9 +300,12 @@ def _previous(group: _Group, problem: GroupProblem, consumers: list[str]) -> np.
     # list.count compares by identity first: the cheapest way to see a list of nothing but None
     if not len(given) or (isinstance(given, list) and given.count(None) == len(given)):
         return np.full(len(group.lag), -1, dtype=np.int64)
-    named = np.asarray(given, dtype=object)
-    previous = pd.Index(consumers).get_indexer(pd.Index(named))
-    previous = previous.astype(np.int64)
+    encoded = problem.encoded
+    if encoded is not None and len(encoded.previous) == len(group.lag) and list(encoded.index.consumers) == consumers:
+        # the front end has looked the names up already, numbered as ``consumers`` are
+        previous = np.asarray(encoded.previous, dtype=np.int64).copy()
+    else:
+        previous = pd.Index(consumers).get_indexer(pd.Index(np.asarray(given, dtype=object))).astype(np.int64)
     # an owner that no longer reads the topic is no owner (assign() filters these already)
     held = previous >= 0
     held[held] = group.reads[group.topic[held], previous[held]]
@@ -999,5 +1008,5 @@ class _Search:
 
 STRATEGY = Strategy(
     "lag-sticky", "group", "count-balanced, lag-balanced across the group, sticky", assign_group=assign_group,
-    options=tuple(DEFAULTS), uses_previous=True,
+    assign_codes=assign_codes, options=tuple(DEFAULTS), uses_previous=True,
 )
