@@ -267,7 +267,10 @@ def _search(
     else:
         # a horizon of at least one second so that caught-up partitions still weigh what they produce
         horizon = max(bound, 1.0)
-    relative = speed / speed.max()
+    # readers of one speed (equal rates, or whole multiples of the slowest split into readers)
+    # plan as lag-sticky's equal consumers: the same steps, on integer loads (a float time
+    # per consumer costs a cast of every row at each step of the search)
+    relative = None if np.all(speed == speed[0]) else speed / speed.max()
 
     def group_for(t: float) -> lagsticky._Group:
         return lagsticky._group(problem, consumers, weights=_weights(lags, produce, t), speed=relative)
@@ -294,7 +297,11 @@ def _search(
         now = score(state.owner)
         if not _better(now, found):
             break
+        # each round re-sorts every row: another is worth it only after a round that gained
+        again = _better(now, found, opts.margin / 16)
         best, found = state.owner.copy(), now
+        if not again:
+            break
     kept = None
     if sticky:
         group = group_for(horizon)
