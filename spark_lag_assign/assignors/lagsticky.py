@@ -360,7 +360,13 @@ def _distribute(group: _Group, state: _State, sticky: bool) -> None:
         state.count[:] = np.bincount(state.owner, minlength=group.consumers)
         return
     expected = np.full(group.consumers, int(base.sum()), dtype=np.int64) if group.identical else base @ group.reads
-    rounds = (group.stop - group.start + group.reads.sum(axis=1) - 1) // group.reads.sum(axis=1)
+    n_readers = group.reads.sum(axis=1)
+    if group.identical:
+        # a batch deals its extras along one ring: a consumer gets at most one more than its
+        # share of them, so a topic weighs its rows per reader, not its rounds (_batches)
+        rounds = (group.stop - group.start) / n_readers
+    else:
+        rounds = (group.stop - group.start + n_readers - 1) // n_readers
     scale = int(group.lag.sum()) + 1
     for batch in _batches(group, (rounds * heaviest)[order]):
         topics = order[batch]
@@ -378,7 +384,8 @@ STALE = 1 / 32
 
 def _batches(group: _Group, weight: np.ndarray) -> list[np.ndarray]:
     """Positions 0..len(weight)-1 cut into runs: a new run after the one whose cumulative
-    weight (the most one topic can add to a consumer: rounds x heaviest row) crosses a
+    weight (what one topic can add to a consumer: its rounds, or its rows per reader where
+    the extras go round one ring, x its heaviest row) crosses a
     multiple of ``STALE`` x the bound, and a topic that alone weighs that much stands
     alone. Where subscriptions differ, every topic stands alone (the readers differ)."""
     n = len(weight)
