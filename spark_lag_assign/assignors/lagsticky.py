@@ -32,7 +32,9 @@ Steps (``_fresh`` and ``_sticky`` run them in this order):
    rounds, the least loaded reader taking the heaviest partition of each round (LPT under
    the quotas). Light topics go in batches (``_batches``, identical subscriptions only),
    each placed against the loads at its start, so that no consumer gains more than
-   ``STALE`` (1/32) of the bound between two looks at the loads; in a batch the extras are
+   ``STALE`` (1/32) of the bound between two looks at the loads (a light topic counts its
+   rows per consumer x its heaviest row) and no batch deals more than ``LAPS`` (2) extras
+   per consumer; in a batch the extras are
    dealt along one ring of the consumers ranked as above, and a round that gives everyone
    a row is reversed every other time (a snake). A topic heavy enough to matter on its own
    is always a batch of one, placed round by round: on small groups nothing is batched.
@@ -368,7 +370,8 @@ def _distribute(group: _Group, state: _State, sticky: bool) -> None:
     else:
         rounds = (group.stop - group.start + n_readers - 1) // n_readers
     scale = int(group.lag.sum()) + 1
-    for batch in _batches(group, (rounds * heaviest)[order]):
+    laps = (extras / n_readers)[order] if group.identical else None  # full rounds go in a snake, not round the ring
+    for batch in _batches(group, (rounds * heaviest)[order], laps):
         topics = order[batch]
         if len(topics) == 1:
             _fresh_topic(group, state, int(topics[0]), base, extras, expected, scale)
@@ -382,12 +385,19 @@ def _distribute(group: _Group, state: _State, sticky: bool) -> None:
 STALE = 1 / 32
 
 
-def _batches(group: _Group, weight: np.ndarray) -> list[np.ndarray]:
+#: a batch dealt along one ring goes round it at most this many times: the ranking it deals
+#: by is the one at its start, and an old ranking dealt over and over piles up its errors
+LAPS = 2
+
+
+def _batches(group: _Group, weight: np.ndarray, laps: np.ndarray | None = None) -> list[np.ndarray]:
     """Positions 0..len(weight)-1 cut into runs: a new run after the one whose cumulative
     weight (what one topic can add to a consumer: its rounds, or its rows per reader where
     the extras go round one ring, x its heaviest row) crosses a
     multiple of ``STALE`` x the bound, and a topic that alone weighs that much stands
-    alone. Where subscriptions differ, every topic stands alone (the readers differ)."""
+    alone; with ``laps`` (extras per reader of each topic), also after the one that completes
+    another ``LAPS`` times round the consumers. Where subscriptions differ, every topic
+    stands alone (the readers differ)."""
     n = len(weight)
     if n == 0:
         return []
@@ -401,6 +411,8 @@ def _batches(group: _Group, weight: np.ndarray) -> list[np.ndarray]:
     level = np.floor(np.cumsum(weight) / quantum)
     crossed = np.diff(np.r_[0.0, level]) > 0
     cut = crossed[:-1] | (weight[1:] >= quantum)
+    if laps is not None:
+        cut |= (np.diff(np.r_[0.0, np.floor(np.cumsum(laps) / LAPS)]) > 0)[:-1]
     return np.split(np.arange(n), np.flatnonzero(cut) + 1)
 
 
