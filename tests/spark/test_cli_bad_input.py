@@ -25,17 +25,9 @@ import pytest
 from spark_lag_assign import cli, job, offsets as offsets_io, plan as plan_io
 from spark_lag_assign.store import open_store
 from spark_lag_assign.testing.localkafka import free_port
+from tests.spark.test_cli import SNAPSHOT  # the happy path's snapshot: each bad input varies it
 from tests.unit.test_plan import tree
 
-SNAPSHOT = pd.DataFrame(
-    {
-        "topic": ["t0", "t0", "t0", "t1", "t1"],
-        "partition": [0, 1, 2, 0, 1],
-        "beginning_offset": [0, 0, 0, 10, 10],
-        "end_offset": [101_000, 51_000, 61_000, 510, 30],
-        "committed_offset": pd.array([1_000, 1_000, 1_000, None, 20], dtype="Int64"),
-    }
-)
 HEADER = "topic,partition,beginning_offset,end_offset,committed_offset\n"
 LIVE_TOPIC, LIVE_GROUP = "bad-input", "bad-input-pipelines"
 
