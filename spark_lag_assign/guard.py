@@ -47,13 +47,15 @@ class Shrink:
 
 def plan_partitions(plan: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """topic -> every partition a plan names, assigned or unassigned (sorted, distinct)."""
-    lists: dict[str, list[np.ndarray]] = {}
+    # one Python list per topic, one array per topic: a million-partition plan holds about a
+    # million small (consumer, topic) lists, too many to turn into arrays one by one
+    lists: dict[str, list[int]] = {}
     for entry in plan.get("consumers", {}).values():
         for topic, parts in entry.get("assign", {}).items():
-            lists.setdefault(topic, []).append(np.asarray(parts, dtype=np.int64))
+            lists.setdefault(topic, []).extend(parts)
     for topic, parts in plan.get("unassigned", {}).items():
-        lists.setdefault(topic, []).append(np.asarray(parts, dtype=np.int64))
-    return {t: np.unique(np.concatenate(arrays)) for t, arrays in lists.items()}
+        lists.setdefault(topic, []).extend(parts)
+    return {t: np.unique(np.asarray(parts, dtype=np.int64)) for t, parts in lists.items()}
 
 
 def shrink(previous: Mapping[str, Any], new: Mapping[str, Any]) -> Shrink:
