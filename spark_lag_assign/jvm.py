@@ -16,12 +16,18 @@ KINDS = ("broker", "spark-kafka")
 
 def java() -> str:
     """The java executable: $JAVA_HOME/bin/java, else the one on PATH."""
+    return jdk_tool("java", "install a JDK 17 or set JAVA_HOME")
+
+
+def jdk_tool(name: str, hint: str) -> str:
+    """A JDK executable (java, javac): $JAVA_HOME/bin/NAME, else the one on PATH; ``hint`` says
+    what to do when there is none."""
     home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    found = shutil.which("java")
+    if home and (Path(home) / "bin" / name).exists():
+        return str(Path(home) / "bin" / name)
+    found = shutil.which(name)
     if not found:
-        raise JvmError("java not found: install a JDK 17 or set JAVA_HOME")
+        raise JvmError(f"{name} not found: {hint}")
     return found
 
 

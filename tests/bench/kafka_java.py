@@ -34,7 +34,7 @@ import pandas as pd
 
 from spark_lag_assign.assignors import validate_lags, validate_subscriptions
 from spark_lag_assign.errors import JvmError
-from spark_lag_assign.jvm import JVM_DIR, java
+from spark_lag_assign.jvm import JVM_DIR, java, jdk_tool
 
 SOURCE = Path(__file__).resolve().parent / "java" / "AssignorBench.java"
 JARS = JVM_DIR / "assignors"
@@ -74,13 +74,7 @@ def jars() -> list[Path]:
 
 
 def javac() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "javac").exists():
-        return str(Path(home) / "bin" / "javac")
-    found = shutil.which("javac")
-    if not found:
-        raise JvmError("javac not found: the Java assignor harness needs a JDK 17 (not only a JRE)")
-    return found
+    return jdk_tool("javac", "the Java assignor harness needs a JDK 17 (not only a JRE)")
 
 
 def classpath() -> str:
