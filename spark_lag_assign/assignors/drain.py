@@ -18,7 +18,8 @@ Priorities, in order:
    partitions, which a count spread of one would forbid (half the pipelines 2x faster: the
    fast ones need twice the lag *and* keep up with twice the producers).
 2. The makespan, as close to the fluid lower bound as the counts allow (see
-   ``spark_lag_assign.rates.lower_bound``). Never slower than lag-sticky on the same input.
+   ``spark_lag_assign.rates.lower_bound``). Where every consumer counts as the same number
+   of readers (the counts are lag-sticky's), never slower than lag-sticky on the same input.
 3. Stickiness: a previous plan is kept unless a new one drains more than ``margin``
    (default 5%) sooner.
 
@@ -30,18 +31,24 @@ back; the times and the bound are always those of the real consumers). Draining 
 ``T`` each partition weighs ``w_i = L_i + T·p_i`` and each consumer has speed ``r_c``, and
 balancing ``load / speed`` is lag-sticky's problem with unequal consumers:
 
-1. ``T`` = the fluid lower bound; lag-sticky's steps on the weights (from scratch, or
-   restoring the previous plan's counts and keeping it if it is within the margin).
+1. ``T`` = the fluid lower bound; lag-sticky's steps on the weights: from scratch, from the
+   previous plan (its counts restored), or, where every ``k_c`` is equal, from lag-sticky's
+   own plan of the input. That plan is taken as it is when it drains within ``margin / 4``
+   of the bound (no plan can be more than that faster), and it stays the answer unless the
+   search finds one that drains sooner: so drain is never slower than lag-sticky there.
+   Where the ``k_c`` differ, lag-sticky's equal counts break rule 1 and its plan is no
+   candidate (nor worth its cost: it gives a pipeline half as fast the same lag).
 2. ``T`` = the makespan the plan reached; reweigh and run lag-sticky's local search again
    (a plan whose every ``load / speed`` is below ``T`` drains before ``T``): a few rounds,
    each taken only if it shortens the makespan, the next only if it shortened it by more
-   than ``margin / 4`` (a round re-sorts every row), all of them within ``max_swaps`` steps.
-3. Where consumers were split and the plan is not within ``margin`` of the bound, the same
-   steps on the whole consumers are a candidate too (a split reader of speed ``r_c / k_c``
-   cannot keep up with a partition hotter than that, its consumer can). lag-sticky's own
-   plan of the same input is a candidate as well: the plan that drains soonest wins,
-   lag-sticky's on a tie. With a previous plan, the previous owners (counts
-   restored) are kept unless the winner drains more than ``margin`` sooner.
+   than ``margin / 4`` (a round re-sorts every row). Steps 1 and 2 take at most
+   ``max_swaps`` steps of the search in all, as lag-sticky's does.
+3. Where consumers were split, the plan is not within ``margin`` of the bound, and no plan
+   of the readers could be (their own bound is beyond it: a split reader of speed
+   ``r_c / k_c`` cannot keep up with a partition hotter than that, its consumer can), the
+   same steps on the whole consumers are a candidate too: the plan that drains soonest
+   wins. With a previous plan, the previous owners (counts restored) are kept unless the
+   winner drains more than ``margin`` sooner.
 
 With no rates, or equal read rates and no producers, time is lag over a constant and the
 strategy is lag-sticky itself (``margin`` as its ``tolerance``).
@@ -204,27 +211,33 @@ def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
 
     bound = rates_mod.lower_bound(lags, produce, speed)
     if np.all(k == k[0]):
-        best, kept = _search(problem, consumers, speed, produce, opts, score, bound)
+        # lag-sticky's plan keeps the same count rules: it is the first candidate, kept if no
+        # plan can drain more than a quarter of the margin sooner, else where the search starts
+        plain = lagsticky.assign_codes(replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
+        plain_score = score(plain)
+        if plain_score[0] <= bound * (1 + opts.margin / 4):
+            best, kept = plain, _kept(problem, consumers, speed, produce, bound)
+        else:
+            best, kept = _search(problem, consumers, speed, produce, opts, score, bound, start=plain)
+            if not _better(score(best), plain_score):
+                best = plain
     else:
-        # counts per unit of speed: consumer c plays k_c readers of speed r_c / k_c
+        # counts per unit of speed: consumer c plays k_c readers of speed r_c / k_c (lag-sticky's
+        # plan, with equal counts, breaks that rule and is no candidate)
         split, real = _split(problem, consumers, k)
         best, kept = _search(split, list(split.consumers), speed[real] / k[real], produce, opts, lambda o: score(real[o]), bound)
         best = real[best]
         kept = None if kept is None else real[kept]
-        if not score(best)[0] <= (1 + opts.margin) * bound:
+        reach = (1 + opts.margin) * bound
+        if not score(best)[0] <= reach and rates_mod.lower_bound(lags, produce, speed[real] / k[real]) > reach:
             # a split reader may be too slow for a hot partition its consumer could keep up
-            # with: the plan with whole consumers is a candidate too, the faster one wins
+            # with (no plan of the readers comes within the margin of the consumers' bound):
+            # the plan with whole consumers is a candidate too, the faster one wins
             whole, whole_kept = _search(problem, consumers, speed, produce, opts, score, bound)
             if _better(score(whole), score(best)):
                 best, kept = whole, whole_kept
-    found = score(best)
-    # step 3: lag-sticky's plan, and the previous owners
-    plain = lagsticky.assign_group(replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
-    plain_owner = pd.Index(consumers).get_indexer(pd.Index(plain)).astype(np.int64)
-    plain_score = score(plain_owner)
-    if not _better(found, plain_score):
-        best, found = plain_owner, plain_score
-    if kept is not None and not _better(found, score(kept), opts.margin):
+    # the previous owners, counts restored, unless the plan found drains more than margin sooner
+    if kept is not None and not _better(score(best), score(kept), opts.margin):
         best = kept
     return best
 
@@ -232,8 +245,8 @@ def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
 def _split(problem: GroupProblem, consumers: list[str], k: np.ndarray) -> tuple[GroupProblem, np.ndarray]:
     """The problem with consumer ``c`` split into ``k_c`` readers (named ``c`` + a suffix that
     sorts below any printable character, so their order follows the consumers'), and the
-    consumer each one stands for. A previous owner's partitions of a topic are dealt over its
-    readers in turn, so that each of them keeps within the count rules."""
+    consumer each one stands for. A previous owner's partitions are dealt over its readers
+    (``_deal``)."""
     real = np.repeat(np.arange(len(consumers), dtype=np.int64), k)
     within = np.arange(len(real)) - np.repeat(np.cumsum(k) - k, k)
     names = [f"{consumers[c]}\x1f{i:03d}" for c, i in zip(real.tolist(), within.tolist())]
@@ -241,21 +254,44 @@ def _split(problem: GroupProblem, consumers: list[str], k: np.ndarray) -> tuple[
     previous: list[str | None] = [None] * len(problem.partitions)
     if len(problem.previous):
         owner = pd.Index(consumers).get_indexer(pd.Index(np.asarray(problem.previous, dtype=object)))
-        held = np.flatnonzero(owner >= 0)
-        if len(held):
-            turn = pd.DataFrame({"t": np.asarray(problem.topics, dtype=object)[held], "c": owner[held]}).groupby(
-                ["t", "c"], sort=False).cumcount().to_numpy()
-            first = np.cumsum(k) - k
-            index = first[owner[held]] + turn % k[owner[held]]
-            out = np.full(len(problem.partitions), None, dtype=object)
-            out[held] = np.asarray(names, dtype=object)[index]
-            previous = out.tolist()
+        readers = _deal(owner.astype(np.int64), problem, k)
+        named = np.concatenate([np.asarray(names, dtype=object), np.array([None], dtype=object)])
+        previous = named[readers].tolist()  # -1: the None at the end
     return replace(problem, subscriptions=subs, consumers=names, previous=previous), real
+
+
+def _deal(owner: np.ndarray, problem: GroupProblem, k: np.ndarray) -> np.ndarray:
+    """Consumer codes (-1: none) as reader codes of ``_split``: a consumer's partitions of a
+    topic are dealt over its ``k_c`` readers in turn, so that each of them keeps within the
+    count rules."""
+    out = np.full(len(owner), -1, dtype=np.int64)
+    held = np.flatnonzero(owner >= 0)
+    if len(held):
+        topic = np.asarray(problem.topics, dtype=object)[held]
+        turn = pd.DataFrame({"t": topic, "c": owner[held]}).groupby(["t", "c"], sort=False).cumcount().to_numpy()
+        first = np.cumsum(k) - k
+        out[held] = first[owner[held]] + turn % k[owner[held]]
+    return out
+
+
+def _kept(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produce: np.ndarray, bound: float) -> np.ndarray | None:
+    """The previous plan with the count rules restored (placing what it lacks by weight at the
+    bound), None without one."""
+    lags = np.asarray(problem.lags, dtype=np.int64)
+    relative = None if np.all(speed == speed[0]) else speed / speed.max()
+    horizon = 1e9 if math.isinf(bound) else max(bound, 1.0)
+    group = lagsticky._group(problem, consumers, weights=_weights(lags, produce, horizon), speed=relative)
+    previous = lagsticky._previous(group, problem, consumers)
+    if not (previous >= 0).any():
+        return None
+    restored = lagsticky._State.begin(group, previous)
+    lagsticky._distribute(group, restored, sticky=True)
+    return restored.owner
 
 
 def _search(
     problem: GroupProblem, consumers: list[str], speed: np.ndarray, produce: np.ndarray, opts: Options,
-    score: Callable[[np.ndarray], tuple[float, float]], bound: float,
+    score: Callable[[np.ndarray], tuple[float, float]], bound: float, start: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Steps 1 and 2 on ``problem``'s consumers (each its own reader, of speed ``speed``):
     the best plan found, and with a previous plan its owners with the counts restored.
@@ -280,13 +316,19 @@ def _search(
     previous = lagsticky._previous(group, problem, consumers)
     sticky = bool((previous >= 0).any())
     # step 1
-    state = lagsticky._sticky(group, previous, opts.margin, opts.max_swaps) if sticky else lagsticky._fresh(
-        group, opts.margin, opts.max_swaps
-    )
+    if start is not None:  # from a plan of the same consumers (lag-sticky's), its counts restored
+        state = lagsticky._State.begin(group, start)
+        lagsticky._distribute(group, state, sticky=True)
+        lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
+    elif sticky:
+        state = lagsticky._sticky(group, previous, opts.margin, opts.max_swaps)
+    else:
+        state = lagsticky._fresh(group, opts.margin, opts.max_swaps)
     best = state.owner.copy()
     found = score(best)
-    # step 2: reweigh at the makespan reached and search again, within one budget of max_swaps steps
-    budget = opts.max_swaps
+    # step 2: reweigh at the makespan reached and search again; steps 1 and 2 take at most
+    # max_swaps steps in all, as lag-sticky's search does
+    budget = opts.max_swaps - state.steps
     for _ in range(ROUNDS):
         target = found[0] if math.isfinite(found[0]) else 2 * horizon
         if budget <= 0 or (math.isfinite(found[0]) and found[0] <= bound * (1 + opts.margin / 4)):

@@ -114,21 +114,29 @@ def makespan(plan: pd.DataFrame, rates: dict[str, float], produced: pd.DataFrame
 
 def speed(partitions: int = 1_000_000, consumers: int = 1_000, load: float = 0.6) -> dict[str, float]:
     """Seconds to plan ``tests.bench.scale``'s group of that size: lag-sticky, and drain with
-    heterogeneous rates and producers at ``load`` (one run each; the ratio is the target)."""
+    producers at ``load`` and heterogeneous rates (``drain``) or equal ones (``drain equal``),
+    one run each; the ratios to lag-sticky are the target. Equal rates take the longer road:
+    lag-sticky's plan first, then the search on time from it."""
     from tests.bench import scale
 
     lags, subs = scale.group(partitions, consumers)
     base = drain_bench.consumer_rate(lags, len(subs))
-    rates = read_rates(list(subs), base, "heterogeneous")
-    produced = produce_rates(lags, sum(rates.values()), min(rates.values()), load, 0)
     out: dict[str, float] = {"partitions": float(len(lags)), "consumers": float(len(subs))}
-    bound = sla_rates.lower_bound(lags["lag"].to_numpy(), produced["produce_rate"].to_numpy(), np.asarray(list(rates.values())))
-    for name, options in (("lag-sticky", {}), ("drain", {"read_rates": rates, "produce_rates": produced})):
+    start = time.perf_counter()
+    plan = sla.assign(lags, subs, "lag-sticky")
+    out["lag-sticky"] = time.perf_counter() - start
+    for name, speeds in (("drain", "heterogeneous"), ("drain equal", "equal")):
+        rates = read_rates(list(subs), base, speeds)
+        produced = produce_rates(lags, sum(rates.values()), min(rates.values()), load, 0)
+        bound = sla_rates.lower_bound(lags["lag"].to_numpy(), produced["produce_rate"].to_numpy(),
+                                      np.asarray(list(rates.values())))
         start = time.perf_counter()
-        plan = sla.assign(lags, subs, name, **options)
+        mine = sla.assign(lags, subs, "drain", read_rates=rates, produce_rates=produced)
         out[name] = time.perf_counter() - start
-        out[f"{name} ratio"] = makespan(plan, rates, produced) / bound
+        out[f"{name} ratio"] = makespan(mine, rates, produced) / bound
+        out[f"lag-sticky {speeds} ratio"] = makespan(plan, rates, produced) / bound
     out["ratio"] = out["drain"] / out["lag-sticky"]
+    out["ratio equal"] = out["drain equal"] / out["lag-sticky"]
     return out
 
 
