@@ -41,13 +41,11 @@ balancing ``load / speed`` is lag-sticky's problem with unequal consumers:
 2. ``T`` = the makespan the plan reached; reweigh and run lag-sticky's local search again
    (a plan whose every ``load / speed`` is below ``T`` drains before ``T``): a few rounds,
    each taken only if it shortens the makespan, the next only if it shortened it by more
-   than ``margin / 4`` (a round re-sorts every row). Steps 1 and 2 take at most
-   ``max_swaps`` steps of the search in all, as lag-sticky's does.
-3. Where consumers were split, the plan is not within ``margin`` of the bound, and no plan
-   of the readers could be (their own bound is beyond it: a split reader of speed
-   ``r_c / k_c`` cannot keep up with a partition hotter than that, its consumer can), the
-   same steps on the whole consumers are a candidate too: the plan that drains soonest
-   wins. With a previous plan, the previous owners (counts restored) are kept unless the
+   than ``margin / 4`` (a round re-sorts every row), all of them within ``max_swaps`` steps.
+3. Where consumers were split and the plan is not within ``margin`` of the bound, the same
+   steps on the whole consumers are a candidate too (a split reader of speed ``r_c / k_c``
+   cannot keep up with a partition hotter than that, its consumer can): the plan that
+   drains soonest wins. With a previous plan, the previous owners (counts restored) are kept unless the
    winner drains more than ``margin`` sooner.
 
 With no rates, or equal read rates and no producers, time is lag over a constant and the
@@ -228,11 +226,9 @@ def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
         best, kept = _search(split, list(split.consumers), speed[real] / k[real], produce, opts, lambda o: score(real[o]), bound)
         best = real[best]
         kept = None if kept is None else real[kept]
-        reach = (1 + opts.margin) * bound
-        if not score(best)[0] <= reach and rates_mod.lower_bound(lags, produce, speed[real] / k[real]) > reach:
+        if not score(best)[0] <= (1 + opts.margin) * bound:
             # a split reader may be too slow for a hot partition its consumer could keep up
-            # with (no plan of the readers comes within the margin of the consumers' bound):
-            # the plan with whole consumers is a candidate too, the faster one wins
+            # with: the plan with whole consumers is a candidate too, the faster one wins
             whole, whole_kept = _search(problem, consumers, speed, produce, opts, score, bound)
             if _better(score(whole), score(best)):
                 best, kept = whole, whole_kept
@@ -326,9 +322,8 @@ def _search(
         state = lagsticky._fresh(group, opts.margin, opts.max_swaps)
     best = state.owner.copy()
     found = score(best)
-    # step 2: reweigh at the makespan reached and search again; steps 1 and 2 take at most
-    # max_swaps steps in all, as lag-sticky's search does
-    budget = opts.max_swaps - state.steps
+    # step 2: reweigh at the makespan reached and search again, within one budget of max_swaps steps
+    budget = opts.max_swaps
     for _ in range(ROUNDS):
         target = found[0] if math.isfinite(found[0]) else 2 * horizon
         if budget <= 0 or (math.isfinite(found[0]) and found[0] <= bound * (1 + opts.margin / 4)):
