@@ -14,6 +14,7 @@ Consumer ids are ordered by code point, which is the order of Kafka's Java assig
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, cast
@@ -200,14 +201,33 @@ def _indexer(index: pd.Index, values: Sequence[str] | np.ndarray) -> np.ndarray:
 
 def run_starts(values: np.ndarray) -> np.ndarray | None:
     """The first position of each run of equal values, or None when runs are short (most
-    values differ from the previous one): then hashing them all is cheaper."""
+    values differ from the previous one): then hashing them all is cheaper.
+
+    Where neighbours are the same object they are equal, and frames often hold one object
+    per distinct value (pyarrow's, and this library's plans), so only the values at the few
+    changes of object are compared then."""
     n = len(values)
     if n < 64:
         return None
+    addresses = _addresses(values)
+    if addresses is not None:
+        other = addresses[1:] != addresses[:-1]
+        if np.count_nonzero(other) * 4 <= n:
+            at = np.flatnonzero(other)
+            return np.r_[0, at[values[at + 1] != values[at]] + 1]
     sample = min(n - 1, 4096)
     if int((values[1 : sample + 1] != values[:sample]).sum()) * 4 > sample:
         return None
     return np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+
+
+def _addresses(values: np.ndarray) -> np.ndarray | None:
+    """The address of each object of a contiguous object array, as integers (the same address:
+    the same object); a view to compare at once, while ``values`` lives. None for any other array."""
+    if not isinstance(values, np.ndarray) or values.dtype != object or not values.flags.c_contiguous:
+        return None
+    cells = (ctypes.c_size_t * len(values)).from_address(values.ctypes.data)
+    return np.frombuffer(memoryview(cells), dtype=np.uintp)
 
 
 def partition_keys(topic_codes: np.ndarray, partitions: np.ndarray, width: int) -> np.ndarray:

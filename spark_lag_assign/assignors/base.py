@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -100,6 +100,32 @@ class GroupProblem:
         index = self.codes().index
         lists = [index.names[members].tolist() for members in index.class_members]
         return {str(t): lists[k] for t, k in zip(index.topics, index.topic_class.tolist()) if k >= 0}
+
+
+class EncodedProblem(GroupProblem):
+    """A ``GroupProblem`` as the front end builds it, from its codes: ``topics`` (an object
+    array as long as the rows, which strategies working on codes never read) is made from
+    ``encoded`` when first read, so that it costs nothing to those that do not."""
+
+    @property
+    def topics(self) -> np.ndarray:
+        topics: np.ndarray | None = self.__dict__.get("_topics")
+        if topics is None:
+            if self.encoded is None:
+                raise ValueError("an EncodedProblem needs its topics or its codes")
+            codes = self.encoded
+            topics = np.asarray(codes.index.topics, dtype=object)[codes.row_topic]
+            self.__dict__["_topics"] = topics
+        return topics
+
+    @topics.setter
+    def topics(self, value: np.ndarray | None) -> None:
+        self.__dict__["_topics"] = value
+
+    @classmethod
+    def of(cls, encoded: Encoded, partitions: np.ndarray, lags: np.ndarray, **fields: Any) -> EncodedProblem:
+        """The problem of these rows: their topics are ``encoded``'s; ``fields``: the others."""
+        return cls(cast(np.ndarray, None), partitions, lags, encoded=encoded, **fields)
 
 
 TopicAssignor = Callable[[TopicProblem], Sequence[str]]

@@ -9,6 +9,8 @@ with the path it replaces.
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,13 @@ from spark_lag_assign.assignors import range as range_, roundrobin, sticky
 from spark_lag_assign.assignors.base import GroupProblem, TopicProblem
 from spark_lag_assign.errors import InputError
 from spark_lag_assign.metrics import moved
-from spark_lag_assign.subscriptions import SubscriptionIndex, check_consumer_id, distinct, validate_subscriptions
+from spark_lag_assign.subscriptions import (
+    SubscriptionIndex,
+    check_consumer_id,
+    distinct,
+    run_starts,
+    validate_subscriptions,
+)
 from tests.unit.test_assignors import NAMES, Group, groups, lag_frames, one_line, subscription_maps
 
 # ---------------------------------------------------------------------------------------------
@@ -331,3 +339,105 @@ def test_a_categorical_topic_column_plans_as_the_plain_one(strategy: str) -> Non
     with pytest.raises(InputError) as err:
         sla.assign(coded.assign(topic=pd.Categorical([None] * len(coded), categories=categories)), subs, strategy)
     assert "column topic must hold non-empty strings" in one_line(err)
+
+
+# ---------------------------------------------------------------------------------------------
+# the front end's cheap paths: what they skip is never needed, what they build is the same
+
+
+def copied(values: np.ndarray) -> np.ndarray:
+    """The same strings, each row its own object (as a frame built from numpy strings holds them)."""
+    return np.array(["".join(list(v)) for v in values], dtype=object)
+
+
+@pytest.mark.parametrize("strategy", ["range", "sticky", "lag-sticky"])
+def test_a_problem_of_the_front_end_makes_its_topics_only_when_read(strategy: str) -> None:
+    lags = big_lags(np.random.default_rng(2), 9, (30, 11))
+    subs = {f"c{i}": sorted(set(lags["topic"]))[i:] for i in range(4)}
+    mine = assignors.problem(lags, subs, strategy)
+    assert mine.__dict__["_topics"] is None  # not made yet
+    theirs = hand_built(lags, subs, None)
+    assert mine.topics.tolist() == theirs.topics.tolist() and len(mine.topics) == len(theirs.topics)
+    assert mine.topics is mine.topics  # made once
+    again = dataclasses.replace(assignors.problem(lags, subs, strategy), options={})
+    assert again.topics.tolist() == theirs.topics.tolist() and again.encoded is not None
+    assert pickle.loads(pickle.dumps(mine)).topics.tolist() == theirs.topics.tolist()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        mine.topics = theirs.topics  # type: ignore[misc]
+
+
+def test_runs_are_found_the_same_whether_rows_share_their_objects_or_not() -> None:
+    names = np.array(["t1", "t0", "t2", "t0"], dtype=object)
+    shared = names[np.repeat([0, 1, 2, 3, 3], [70, 1, 40, 30, 20])]  # t0 twice in a row: two objects
+    shared[100] = "t" + str(2)  # an equal value in another object, inside a run
+    assert run_starts(shared) is not None and run_starts(shared).tolist() == [0, 70, 71, 111]
+    for other in (copied(shared), shared.copy(), np.asarray(list(shared), dtype=object)):
+        assert run_starts(other).tolist() == [0, 70, 71, 111]
+    assert run_starts(shared[::2]).tolist() == [0, 35, 36, 56]  # not contiguous: compared by value
+    assert run_starts(copied(np.array([f"t{i}" for i in range(100)], dtype=object))) is None  # short runs
+
+
+@pytest.mark.parametrize("strategy", NAMES)
+def test_distinct_string_objects_plan_as_shared_ones(strategy: str) -> None:
+    lags = big_lags(np.random.default_rng(4), 20, (25, 9))
+    subs = {f"c{i}": sorted(set(lags["topic"]))[i % 4 :] for i in range(6)}
+    first = sla.assign(lags, subs, strategy)
+    plain = lags.assign(topic=copied(lags["topic"].to_numpy()))
+    pd.testing.assert_frame_equal(sla.assign(plain, subs, strategy), first)
+    previous = first.assign(consumer=copied(first["consumer"].to_numpy()), topic=copied(first["topic"].to_numpy()))
+    pd.testing.assert_frame_equal(
+        sla.assign(plain, subs, strategy, previous=previous), sla.assign(lags, subs, strategy, previous=first)
+    )
+
+
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "lag-sticky"])
+def test_the_output_order_is_the_same_from_numpys_sort_as_from_the_counting_sort(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lags = big_lags(np.random.default_rng(6), 15, (40, 3, 17))
+    subs = {f"c{i:02d}": sorted(set(lags["topic"]))[i % 5 :] for i in range(12)}
+    counted = sla.assign(lags, subs, strategy)
+    assert counted["consumer"].dtype == object and counted["topic"].dtype == object
+    assert counted["partition"].dtype == np.int64 and counted["lag"].dtype == np.int64
+    reference = counted.sort_values(["consumer", "topic", "partition"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(counted, reference)
+    monkeypatch.setattr(assignors, "_groupsort", None)
+    pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy), counted)
+
+
+def test_runs_of_a_topic_out_of_order_or_repeated_are_sorted_and_duplicates_found() -> None:
+    def frame(parts: list[tuple[str, range]]) -> pd.DataFrame:
+        topics = np.repeat(np.array([t for t, _ in parts], dtype=object), [len(r) for _, r in parts])
+        partitions = np.concatenate([np.arange(r.start, r.stop, r.step) for _, r in parts])
+        return pd.DataFrame({"topic": topics, "partition": partitions, "lag": partitions % 7})
+
+    subs = {"c0": ["a", "b"], "c1": ["a", "b"], "c2": ["b"]}
+    ordered = frame([("a", range(150)), ("b", range(90))])
+    expected = sla.assign(ordered, subs, "sticky")
+    for parts in (
+        [("a", range(100)), ("b", range(90)), ("a", range(100, 150))],  # a topic in two runs
+        [("b", range(90)), ("a", range(150))],  # runs out of order
+        [("a", range(149, -1, -1)), ("b", range(90))],  # partitions falling within a run
+        [("a", range(75, 150)), ("a", range(75)), ("b", range(90))],  # two runs of one topic, adjacent
+    ):
+        pd.testing.assert_frame_equal(sla.assign(frame(parts), subs, "sticky"), expected)
+    for parts, shown in (
+        ([("a", range(100)), ("b", range(90)), ("a", range(99, 150))], "a-99"),
+        ([("a", range(150)), ("b", range(40)), ("b", range(39, 90))], "b-39"),
+        ([("a", range(70)), ("a", range(69, 150)), ("b", range(90))], "a-69"),
+    ):
+        with pytest.raises(InputError) as err:
+            sla.assign(frame(parts), subs, "sticky")
+        assert f"partition {shown} appears more than once" in one_line(err)
+
+
+@pytest.mark.parametrize("strategy", ["sticky", "lag-sticky", "drain"])
+def test_no_previous_plan_and_an_empty_one_plan_alike(strategy: str) -> None:
+    lags = big_lags(np.random.default_rng(8), 10, (30, 12))
+    subs = {f"c{i}": sorted(set(lags["topic"]))[i % 3 :] for i in range(5)}
+    none = sla.assign(lags, subs, strategy)
+    empty = pd.DataFrame({"consumer": pd.Series([], dtype=object), "topic": pd.Series([], dtype=object),
+                          "partition": pd.Series([], dtype=np.int64)})
+    pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy, previous=empty), none)
+    stale = pd.DataFrame({"consumer": ["gone"], "topic": ["t000"], "partition": [0]})  # rows, none of them eligible
+    pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy, previous=stale), none)
