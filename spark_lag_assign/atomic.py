@@ -8,11 +8,14 @@ when a writer dies before it can remove its own.
 
 from __future__ import annotations
 
+import ctypes
 import errno
+import functools
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from typing import Any
 
 Writer = Callable[[str], None]
 
@@ -63,6 +66,45 @@ def write_durably(path: str, data: bytes, *, mode: int = 0o644) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all_durably(files: Sequence[tuple[str, bytes]], *, mode: int = 0o644) -> None:
+    """``write_durably`` for many files, with one flush for all of them where the system has
+    ``syncfs`` (Linux): a thousand fsyncs of small files cost about half a second, one
+    ``syncfs`` of their file system a few milliseconds. Elsewhere, or where the files are on
+    more than one file system, each file is fsynced."""
+    if not files:
+        return
+    syncfs = _syncfs()
+    folders = {os.path.dirname(path) or "." for path, _ in files}
+    if syncfs is None or len({os.stat(f).st_dev for f in folders}) != 1:
+        for path, data in files:
+            write_durably(path, data, mode=mode)
+        return
+    for path, data in files:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    fd = os.open(os.path.dirname(files[0][0]) or ".", os.O_RDONLY)
+    try:
+        if syncfs(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"syncfs: {os.strerror(code)}")
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _syncfs() -> Any:
+    """libc's ``syncfs`` (one file system's dirty data to disk), None where there is none."""
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    except OSError:
+        return None
 
 
 def fsync_file(path: str) -> None:

@@ -70,7 +70,9 @@ def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataF
     if missing:
         raise InputError(f"{source}: missing column(s) {', '.join(missing)}")
     out = offsets.loc[:, list(OFFSET_COLUMNS)].copy()
-    if out["topic"].isna().any() or not all(isinstance(t, str) and t for t in out["topic"]):
+    topics = out["topic"].to_numpy(dtype=object)
+    # every topic a non-empty str, checked in C (a Python loop costs 0.2 s a million rows)
+    if len(topics) and (pd.api.types.infer_dtype(topics, skipna=False) != "string" or (topics == "").any()):
         raise InputError(f"{source}: column topic must hold non-empty strings")
     for col in OFFSET_COLUMNS[1:]:
         values = pd.to_numeric(out[col], errors="coerce")

@@ -55,7 +55,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -126,6 +126,11 @@ class FileSystem(ABC):
     def write(self, path: str, data: bytes) -> None:
         """Write a whole file (replacing it) and make it durable: only for names nobody else uses."""
 
+    def write_all(self, files: Sequence[tuple[str, bytes]]) -> None:
+        """``write`` each of ``files`` (path, bytes); all durable when it returns."""
+        for path, data in files:
+            self.write(path, data)
+
     @abstractmethod
     def create(self, path: str, data: bytes) -> bool:
         """Create a complete, durable file only if ``path`` does not exist: False if it does.
@@ -183,6 +188,9 @@ class LocalFileSystem(FileSystem):
 
     def write(self, path: str, data: bytes) -> None:
         atomic.write_durably(path, data)
+
+    def write_all(self, files: Sequence[tuple[str, bytes]]) -> None:
+        atomic.write_all_durably(files)
 
     def create(self, path: str, data: bytes) -> bool:
         directory = os.path.dirname(path)
@@ -464,12 +472,14 @@ class DirectoryStore(Store):
                 self._fs.mkdirs(posixpath.join(staged, "assign"))
                 self._fs.mkdirs(posixpath.join(staged, "starting-offsets"))
                 parts = {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
+                files = []
                 for consumer, (assign, starting) in parts.items():
                     file = f"{consumer}.json"
-                    self._fs.write(posixpath.join(staged, "assign", file), (assign + "\n").encode())
-                    self._fs.write(posixpath.join(staged, "starting-offsets", file), (starting + "\n").encode())
+                    files.append((posixpath.join(staged, "assign", file), (assign + "\n").encode()))
+                    files.append((posixpath.join(staged, "starting-offsets", file), (starting + "\n").encode()))
                 data = plan_json(plan, parts).encode()
-                self._fs.write(posixpath.join(staged, "plan.json"), data)
+                files.append((posixpath.join(staged, "plan.json"), data))
+                self._fs.write_all(files)
                 taken = f"store {self.uri}: generation {generation} was taken by another planner; nothing published"
                 if self._taken() >= generation:
                     raise PublishFencedError(taken)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -114,3 +115,44 @@ def test_the_local_store_file_system_leaves_no_temp_files(tmp_path: Path) -> Non
     assert fs.symlink("claim.json", str(tmp_path / "latest"))
     assert os.readlink(tmp_path / "latest") == "claim.json"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["claim.json", "latest"]
+
+
+@pytest.mark.parametrize("has_syncfs", [True, False])
+def test_many_files_written_durably_at_once_hold_their_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, has_syncfs: bool
+) -> None:
+    synced: list[int] = []
+    fsynced: list[int] = []
+    real_fsync = os.fsync
+
+    def counting_fsync(fd: int) -> None:
+        fsynced.append(fd)
+        real_fsync(fd)
+
+    def fake_syncfs(fd: int) -> int:
+        synced.append(fd)
+        return 0
+
+    monkeypatch.setattr(atomic, "_syncfs", lambda: fake_syncfs if has_syncfs else None)
+    monkeypatch.setattr(atomic.os, "fsync", counting_fsync)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "old.json").write_bytes(b"a much longer old content")
+    files = [(str(tmp_path / "a" / f"{i}.json"), f'{{"i":{i}}}\n'.encode()) for i in range(5)]
+    files.append((str(tmp_path / "a" / "old.json"), b"new"))
+    atomic.write_all_durably(files)
+    assert {p: Path(p).read_bytes() for p, _ in files} == dict(files)  # truncated, not appended to
+    # one flush of the file system, or one fsync per file where there is no syncfs
+    assert (len(synced), len(fsynced)) == ((1, 0) if has_syncfs else (0, len(files)))
+
+
+def test_a_failed_syncfs_is_an_os_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(atomic, "_syncfs", lambda: (lambda fd: -1))
+    with pytest.raises(OSError, match="syncfs"):
+        atomic.write_all_durably([(str(tmp_path / "x"), b"x")])
+
+
+def test_the_real_syncfs_is_found_on_linux(tmp_path: Path) -> None:
+    if sys.platform.startswith("linux"):
+        assert atomic._syncfs() is not None
+    atomic.write_all_durably([(str(tmp_path / "x"), b"x")])
+    assert (tmp_path / "x").read_bytes() == b"x"
