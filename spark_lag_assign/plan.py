@@ -126,18 +126,31 @@ def _fill(
     (consumer, topic, partition) order (``by_owner``; ``owner``, ``topic`` and ``part`` sorted so)."""
     firsts = _run_starts(owner)
     runs = _run_starts(owner, topic)
-    numbers = part.tolist()
-    keys = list(map(str, numbers))
-    starts = assigned["starting_offset"].astype(np.int64).to_numpy()[by_owner].tolist()
-    spans = list(map(slice, runs.tolist(), [*runs[1:].tolist(), len(numbers)]))
-    part_lists = list(map(numbers.__getitem__, spans))
-    start_dicts = list(map(dict, map(zip, map(keys.__getitem__, spans), map(starts.__getitem__, spans))))
+    n_rows = len(part)
+    starts_all = assigned["starting_offset"].astype(np.int64).to_numpy()[by_owner]
+    # many topics over many consumers: most runs hold one partition, built without slicing
+    heads = part[runs].tolist()
+    part_lists: list[list[int]] = [[p] for p in heads]
+    # partition numbers as JSON keys: made once per number where they are few, shared by every run
+    top = int(part.max(initial=0))
+    text: Sequence[str] | None = list(map(str, range(top + 1))) if top < 4 * len(runs) + 1024 else None
+    keys_of = text.__getitem__ if text is not None else str
+    start_dicts: list[dict[str, int]] = [{keys_of(p): o} for p, o in zip(heads, starts_all[runs].tolist())]
+    ends = np.r_[runs[1:], n_rows]
+    longer = np.flatnonzero(ends - runs > 1)
+    if len(longer):
+        numbers = part.tolist()
+        keys = list(map(keys_of, numbers))
+        starts = starts_all.tolist()
+        for i, a, b in zip(longer.tolist(), runs[longer].tolist(), ends[longer].tolist()):
+            part_lists[i] = numbers[a:b]
+            start_dicts[i] = dict(zip(keys[a:b], starts[a:b]))
     run_topics = [planned[t] for t in topic[runs].tolist()]
     first_run = np.searchsorted(runs, firsts).tolist()
-    sizes = np.diff(np.r_[firsts, len(numbers)]).tolist()
+    sizes = np.diff(np.r_[firsts, n_rows]).tolist()
     # exact: a consumer's lags may add up past int64
     totals = exact_run_sums(assigned["lag"].to_numpy()[by_owner], firsts)
-    for o, r0, r1, size, total in zip(owner[firsts].tolist(), first_run, [*first_run[1:], len(spans)], sizes, totals):
+    for o, r0, r1, size, total in zip(owner[firsts].tolist(), first_run, [*first_run[1:], len(runs)], sizes, totals):
         entry = consumers[names[o]]
         entry["assign"] = dict(zip(run_topics[r0:r1], part_lists[r0:r1]))
         entry["startingOffsets"] = dict(zip(run_topics[r0:r1], start_dicts[r0:r1]))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, strategies as st
 
 from spark_lag_assign import plan as plan_io
 from spark_lag_assign.errors import InputError, PlanError
@@ -212,3 +213,27 @@ def test_a_plan_row_beyond_kafkas_types_is_one_line(column: str, value: object, 
     with pytest.raises(InputError, match=message) as err:
         plan_io.build_plan(frame, SUBS, generation=1, strategy="lag", reset="latest")
     assert "\n" not in str(err.value)
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["C0", "C1", "C2"]), st.sampled_from(["t0", "t1", "t2"]),
+                  st.one_of(st.integers(0, 40), st.integers(0, 2**31 - 1)), st.integers(0, 10**6), st.integers(-2, 10**9)),
+        max_size=40, unique_by=lambda r: (r[1], r[2]),
+    )
+)
+def test_each_consumers_entry_is_its_rows_however_the_partitions_fall_into_runs(data: list[tuple]) -> None:  # type: ignore[type-arg]
+    frame = pd.DataFrame(data, columns=list(plan_io.PLAN_COLUMNS)).astype({"partition": "int64", "lag": "int64", "starting_offset": "int64"})
+    subs = {c: ["t0", "t1", "t2"] for c in ("C0", "C1", "C2")}
+    doc = plan_io.build_plan(frame, subs, generation=1, strategy="lag", reset="latest")
+    for c in subs:
+        mine = sorted((t, p, lag, o) for cc, t, p, lag, o in data if cc == c)
+        want_assign: dict[str, list[int]] = {}
+        want_start: dict[str, dict[str, int]] = {}
+        for t, p, _, o in mine:
+            want_assign.setdefault(t, []).append(p)
+            want_start.setdefault(t, {})[str(p)] = o
+        entry = doc["consumers"][c]
+        assert entry["assign"] == want_assign and list(entry["assign"]) == sorted(want_assign)
+        assert entry["startingOffsets"] == want_start
+        assert (entry["partitions"], entry["lag"]) == (len(mine), sum(r[2] for r in mine))
