@@ -70,9 +70,10 @@ def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[s
             key = tuple(topics)
             normal = by_value.get(key)
             if normal is None:
-                if key and (pd.api.types.infer_dtype(key, skipna=False) != "string" or "" in key):
+                names = _objects(key)
+                if key and (pd.api.types.infer_dtype(names, skipna=False) != "string" or "" in key):
                     raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
-                normal = sorted(set(key))
+                normal = list(key) if strictly_increasing(names) else sorted(set(key))
                 normal = by_value[key] = by_normal.setdefault(tuple(normal), normal)
             by_object[id(topics)] = normal
         out[consumer] = normal
@@ -105,14 +106,25 @@ class SubscriptionIndex:
 
     def __init__(self, subscriptions: Mapping[str, Sequence[str]], topics: Sequence[str] | np.ndarray = ()) -> None:
         kinds = distinct(subscriptions)
-        subscribed = {t for topic_list in kinds for t in topic_list}
-        self.consumers = pd.Index(sorted(subscriptions), dtype=object)
-        self.topics = pd.Index(sorted(subscribed | set(pd.unique(np.asarray(topics, dtype=object)))), dtype=object)
+        self.consumers = pd.Index(_objects(sorted(subscriptions)), dtype=object)
+        given = np.asarray(topics, dtype=object)
+        columns: list[np.ndarray] | None = None
+        if given.ndim == 1 and strictly_increasing(given):
+            # sorted and distinct, as the front end gives them: if every subscribed topic is
+            # among them, they are the topics, and nothing needs merging or sorting
+            self.topics = pd.Index(given, dtype=object, copy=True)
+            columns = [_indexer(self.topics, _objects(topic_list)) for topic_list in kinds]
+            if any((column < 0).any() for column in columns):
+                columns = None
+        if columns is None:
+            subscribed = {t for topic_list in kinds for t in topic_list}
+            self.topics = pd.Index(sorted(subscribed | set(pd.unique(given))), dtype=object)
+            columns = [_indexer(self.topics, _objects(topic_list)) for topic_list in kinds]
         self.kind_of = np.empty(len(self.consumers), dtype=np.int64)
         self.reads = np.zeros((len(kinds), len(self.topics)), dtype=bool)
-        for k, (topic_list, members) in enumerate(kinds.items()):
-            self.kind_of[_indexer(self.consumers, members)] = k
-            self.reads[k, _indexer(self.topics, list(topic_list))] = True
+        for k, (column, members) in enumerate(zip(columns, kinds.values())):
+            self.kind_of[_indexer(self.consumers, _objects(members))] = k
+            self.reads[k, column] = True
 
     @cached_property
     def allowed(self) -> np.ndarray:
@@ -199,6 +211,20 @@ def _indexer(index: pd.Index, values: Sequence[str] | np.ndarray) -> np.ndarray:
     return np.asarray(index.get_indexer(cast(Any, values)), dtype=np.int64)
 
 
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """``values`` as a one-dimensional object array, whatever they hold."""
+    return np.fromiter(values, dtype=object, count=len(values))
+
+
+def strictly_increasing(values: np.ndarray) -> bool:
+    """Whether every value is greater than the one before (so sorted and distinct); False if
+    they do not compare."""
+    try:
+        return len(values) < 2 or bool((values[1:] > values[:-1]).all())
+    except TypeError:
+        return False
+
+
 def run_starts(values: np.ndarray) -> np.ndarray | None:
     """The first position of each run of equal values, or None when runs are short (most
     values differ from the previous one): then hashing them all is cheaper.
@@ -218,7 +244,7 @@ def run_starts(values: np.ndarray) -> np.ndarray | None:
     sample = min(n - 1, 4096)
     if int((values[1 : sample + 1] != values[:sample]).sum()) * 4 > sample:
         return None
-    return np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1]
 
 
 def _addresses(values: np.ndarray) -> np.ndarray | None:

@@ -26,7 +26,7 @@ from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as rang
 from spark_lag_assign.assignors.base import Encoded, EncodedProblem, GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.invariants import check_owner_codes
-from spark_lag_assign.subscriptions import SubscriptionIndex, run_starts, validate_subscriptions
+from spark_lag_assign.subscriptions import SubscriptionIndex, run_starts, strictly_increasing, validate_subscriptions
 
 #: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
 STRATEGIES: dict[str, Strategy] = {
@@ -97,8 +97,14 @@ def _factorize_sorted(column: pd.Series) -> tuple[np.ndarray, np.ndarray, np.nda
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
         return (*_sorted_codes(codes, np.asarray(uniques, dtype=object)), None)
     # grouped by topic, as snapshots and plans are: hash and rank one value per run
-    head_codes, uniques = pd.factorize(values[heads], use_na_sentinel=True)
-    head_codes, names = _sorted_codes(head_codes, np.asarray(uniques, dtype=object))
+    firsts = values[heads]
+    if strictly_increasing(firsts):  # sorted by topic: the runs are the topics, in order
+        if not _all_names(firsts):
+            raise InputError("lags: column topic must hold non-empty strings")
+        head_codes, names = np.arange(len(heads), dtype=np.int64), firsts
+    else:
+        head_codes, uniques = pd.factorize(firsts, use_na_sentinel=True)
+        head_codes, names = _sorted_codes(head_codes, np.asarray(uniques, dtype=object))
     return np.repeat(head_codes, np.diff(np.r_[heads, len(values)])), names, heads
 
 
@@ -361,9 +367,11 @@ def _problem(
     rows = _read_lags(lags)
     index = SubscriptionIndex(subs, rows.names)
     # both name lists are sorted, so mapping codes keeps the rows sorted
-    mapping = index.topic_codes(rows.names)
     row_topic = rows.sorted(rows.codes)
-    if len(mapping) != len(index.topics):  # else the index holds just these topics: the same codes
+    if len(rows.names) == len(index.topics):  # the index holds just these topics: the same codes
+        mapping = np.arange(len(rows.names))
+    else:
+        mapping = index.topic_codes(rows.names)
         row_topic = mapping[row_topic]
     positions = rows.order
     partitions, lag = rows.sorted(rows.partitions), rows.sorted(rows.lag)
@@ -450,11 +458,15 @@ def assign(
     # rows are in (topic, partition) order and codes follow the sorted ids and names, so a
     # stable sort by owner gives (consumer, topic, partition), each consumer's rows in a block
     order, counts = _by_owner(owner, len(index.consumers))
+    topic_codes = row_topic[order]
+    topics = np.asarray(index.topics, dtype=object)[topic_codes]
     return pd.DataFrame(
         {
             "consumer": np.repeat(index.names, counts),
-            "topic": np.asarray(index.topics, dtype=object)[row_topic[order]],
-            "partition": group.partitions[order],
+            "topic": topics,
+            # into the codes' array, done with: one array less (a permutation: clip is never used,
+            # and unlike "raise" it writes straight into ``out``)
+            "partition": np.take(group.partitions, order, out=topic_codes, mode="clip"),
             "lag": group.lags[order],
         },
         copy=False,

@@ -441,3 +441,31 @@ def test_no_previous_plan_and_an_empty_one_plan_alike(strategy: str) -> None:
     pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy, previous=empty), none)
     stale = pd.DataFrame({"consumer": ["gone"], "topic": ["t000"], "partition": [0]})  # rows, none of them eligible
     pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy, previous=stale), none)
+
+
+def test_the_index_takes_sorted_topics_as_they_are_and_merges_any_others() -> None:
+    subs = validate_subscriptions({"a": ["t2", "t0"], "b": ["t1", "t2"]})
+    for named, topics in (
+        (np.array(["t0", "t1", "t2"], dtype=object), ["t0", "t1", "t2"]),  # sorted, every subscribed one
+        (np.array(["t0", "t1", "t2", "t3"], dtype=object), ["t0", "t1", "t2", "t3"]),  # and one nobody reads
+        (np.array(["t0", "t2"], dtype=object), ["t0", "t1", "t2"]),  # t1 missing: merged
+        (np.array(["t3", "t1", "t3"], dtype=object), ["t0", "t1", "t2", "t3"]),  # unsorted, twice
+        ((), ["t0", "t1", "t2"]),
+    ):
+        index = SubscriptionIndex(subs, named)
+        assert list(index.topics) == topics
+        assert index.reads.tolist() == [[t in subs[c] for t in topics] for c in ("a", "b")]
+    assert validate_subscriptions({"c": ["a", "b", "c"]})["c"] == ["a", "b", "c"]
+    assert validate_subscriptions({"c": ("a", "a", "b")})["c"] == ["a", "b"]
+    mine = ["a", "b"]
+    assert validate_subscriptions({"c": mine})["c"] is not mine  # a list of its own, never the caller's
+
+
+@pytest.mark.parametrize("bad", ["", None, float("nan"), 7])
+def test_a_bad_topic_in_a_large_sorted_frame_is_refused_in_one_line(bad: object) -> None:
+    lags = big_lags(np.random.default_rng(3), 6, (40,))
+    lags["topic"] = lags["topic"].astype(object)
+    lags.loc[lags.index[:40], "topic"] = bad  # the first topic's run
+    with pytest.raises(InputError) as err:
+        sla.assign(lags, {"c0": ["t001"]}, "range")
+    assert "column topic must hold non-empty strings" in one_line(err)
