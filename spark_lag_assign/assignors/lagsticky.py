@@ -105,7 +105,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -911,8 +911,17 @@ class _Search:
                 state.extra[ty, other], state.extra[ty, top] = False, True
 
     def _swap(self, top: int, rows: np.ndarray) -> tuple[float, int, int, int] | None:
-        """Best swap of one of ``rows`` with a lighter partition of the same topic."""
-        group, owner, load = self.group, self.state.owner, self.state.load
+        """Best swap of one of ``rows`` with a lighter partition of the same topic.
+
+        Partners of ``x`` are a window of the (topic, lag) order: lighter than ``x`` by less
+        than the widest gap to another consumer. A window can hold most of its topic (a
+        consumer that just joined has no load: every lighter partition is a partner), so
+        first a pair near the middle of each window gives a value ``v`` to beat, and only
+        partners that could reach ``v`` are expanded: a swap moving ``d`` ends at
+        ``max(top - d, other + d)``, at most ``v`` only if ``top - v <= d <= v - other``.
+        Every pair of value ``v`` or less stays, in the same order, so the step chosen is the
+        one the whole windows give."""
+        group, load = self.group, self.state.load
         n_rows = len(group.lag)
         speed = group.speed
         gap: float
@@ -920,16 +929,47 @@ class _Search:
             gap = int(load[top] - load.min())
         else:  # a partner must be lighter by less than the room some consumer has below top's time
             gap = float((load[top] / speed[top] * speed - load).max())
-        # partners must be lighter than x, by less than the widest gap to another consumer
-        low = np.searchsorted(self.sorted_lag, group.lag[rows] - gap, side="right")
+        xlag = group.lag[rows]
         base = group.topic[rows] * n_rows
-        lo = np.searchsorted(self.sorted_key, base + low)
+        # partners must be lighter than x, by less than the widest gap to another consumer
+        lo = np.searchsorted(self.sorted_key, base + self._ranks(xlag - gap, "right"))
         hi = np.searchsorted(self.sorted_key, base + self.rank[rows])
+        some = hi > lo
+        if not some.any():
+            return None
+        mid = np.searchsorted(self.sorted_key, base + self._ranks(xlag - gap / 2, "left"))
+        mid = np.clip(mid, lo, hi - 1)[some]
+        pos = np.r_[mid, np.maximum(mid - 1, lo[some])]
+        probe = self._best_pair(top, np.r_[rows[some], rows[some]], self.by_key[pos])
+        if probe is not None:
+            v = probe[0]
+            if speed is None:
+                d_low, d_high = load[top] - v, v - load.min()
+            else:  # in time units: widened by a unit and a rounding error, never narrowed
+                d_low = load[top] - v * speed[top]
+                d_high = float((v * speed - load).max())
+                d_low, d_high = d_low - 1 - abs(d_low) * 1e-9, d_high + 1 + abs(d_high) * 1e-9
+            lo = np.maximum(lo, np.searchsorted(self.sorted_key, base + self._ranks(xlag - d_high, "left")))
+            hi = np.minimum(hi, np.searchsorted(self.sorted_key, base + self._ranks(xlag - d_low, "right")))
         width = np.maximum(hi - lo, 0)
         if not width.any():
-            return None
+            return probe
         xs = np.repeat(rows, width)
         ys = self.by_key[np.repeat(lo, width) + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)]
+        return self._best_pair(top, xs, ys)
+
+    def _ranks(self, lags: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
+        """``searchsorted(sorted_lag, lags, side)`` with integer queries: a float query would
+        have numpy cast the whole million-row ``sorted_lag`` to float at every step. Lags are
+        integers, so ``>= q`` is ``>= ceil(q)`` and ``> q`` is ``> floor(q)``."""
+        if lags.dtype.kind == "f":
+            lags = np.clip(np.ceil(lags) if side == "left" else np.floor(lags), -(2.0**62), 2.0**62).astype(np.int64)
+        return np.searchsorted(self.sorted_lag, lags, side=side)
+
+    def _best_pair(self, top: int, xs: np.ndarray, ys: np.ndarray) -> tuple[float, int, int, int] | None:
+        """Of the swaps of ``xs[i]`` (``top``'s) with ``ys[i]`` (lighter, same topic), the first
+        that leaves the higher of the two loads lowest, if any lowers it."""
+        group, owner, load, speed = self.group, self.state.owner, self.state.load, self.group.speed
         others = owner[ys]
         d = group.lag[xs] - group.lag[ys]
         if speed is None:
