@@ -866,6 +866,12 @@ class _Search:
         key = group.topic * n_rows + self.rank
         self.by_key = np.argsort(key, kind="stable")
         self.sorted_key = key[self.by_key]
+        # where each row sits in that order, and where its run of equal keys begins there: the
+        # end of a row's partner window without a search
+        self.where = np.empty(n_rows, dtype=np.int64)
+        self.where[self.by_key] = np.arange(n_rows)
+        heads = np.flatnonzero(np.r_[True, self.sorted_key[1:] != self.sorted_key[:-1]])
+        self.key_first = np.repeat(heads, np.diff(np.r_[heads, n_rows]))
 
     def run(self, limit: float, max_steps: int) -> int:
         """Steps until no consumer carries more than ``limit``, none helps, or ``max_steps``;
@@ -930,18 +936,22 @@ class _Search:
         else:  # a partner must be lighter by less than the room some consumer has below top's time
             gap = float((load[top] / speed[top] * speed - load).max())
         xlag = group.lag[rows]
-        base = group.topic[rows] * n_rows
-        # partners must be lighter than x, by less than the widest gap to another consumer
-        lo = np.searchsorted(self.sorted_key, base + self._ranks(xlag - gap, "right"))
-        hi = np.searchsorted(self.sorted_key, base + self.rank[rows])
-        some = hi > lo
+        row_topic = group.topic[rows]
+        base = row_topic * n_rows
+        # partners are lighter than x (before x's run of equal lags in its topic's block of the
+        # order), by less than the widest gap to another consumer (pairs beyond it never pass)
+        start = group.start[row_topic]
+        hi = self.key_first[self.where[rows]]
+        some = hi > start
         if not some.any():
             return None
         mid = np.searchsorted(self.sorted_key, base + self._ranks(xlag - gap / 2, "left"))
-        mid = np.clip(mid, lo, hi - 1)[some]
-        pos = np.r_[mid, np.maximum(mid - 1, lo[some])]
+        mid = np.clip(mid, start, hi - 1)[some]
+        pos = np.r_[mid, np.maximum(mid - 1, start[some])]
         probe = self._best_pair(top, np.r_[rows[some], rows[some]], self.by_key[pos])
-        if probe is not None:
+        if probe is None:
+            lo = np.searchsorted(self.sorted_key, base + self._ranks(xlag - gap, "right"))
+        else:
             v = probe[0]
             if speed is None:
                 d_low, d_high = load[top] - v, v - load.min()
@@ -949,7 +959,7 @@ class _Search:
                 d_low = load[top] - v * speed[top]
                 d_high = float((v * speed - load).max())
                 d_low, d_high = d_low - 1 - abs(d_low) * 1e-9, d_high + 1 + abs(d_high) * 1e-9
-            lo = np.maximum(lo, np.searchsorted(self.sorted_key, base + self._ranks(xlag - d_high, "left")))
+            lo = np.searchsorted(self.sorted_key, base + self._ranks(xlag - d_high, "left"))
             hi = np.minimum(hi, np.searchsorted(self.sorted_key, base + self._ranks(xlag - d_low, "right")))
         width = np.maximum(hi - lo, 0)
         if not width.any():
