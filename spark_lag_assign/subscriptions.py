@@ -201,9 +201,13 @@ def _codes(values: Sequence[str] | pd.Series | np.ndarray, index: pd.Index) -> n
     columns sorted or grouped by these values (a plan, a lags frame) have few runs."""
     array = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else np.asarray(values, dtype=object)
     heads = run_starts(array)
-    if heads is None:
-        return _indexer(index, array)
-    return np.repeat(_indexer(index, array[heads]), np.diff(np.r_[heads, len(array)]))
+    if heads is not None:
+        return np.repeat(_indexer(index, array[heads]), np.diff(np.r_[heads, len(array)]))
+    objects = by_object(array)
+    if objects is not None:  # few objects (a plan's topics): hash one value per object
+        where, numbers = objects
+        return _indexer(index, array[where])[numbers]
+    return _indexer(index, array)
 
 
 def _indexer(index: pd.Index, values: Sequence[str] | np.ndarray) -> np.ndarray:
@@ -245,6 +249,22 @@ def run_starts(values: np.ndarray) -> np.ndarray | None:
     if int((values[1 : sample + 1] != values[:sample]).sum()) * 4 > sample:
         return None
     return np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1]
+
+
+def by_object(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a position of each distinct object, each value's object as a number into those) when
+    ``values`` share few objects, as pyarrow's frames and this library's plans do: then one
+    value per object is enough to hash. None when most values are objects of their own."""
+    n = len(values)
+    addresses = _addresses(values) if n >= 64 else None
+    if addresses is None or len(pd.unique(addresses[:4096])) * 4 > min(n, 4096):
+        return None
+    numbers, distinct = pd.factorize(addresses)
+    if len(distinct) * 4 > n:
+        return None
+    where = np.empty(len(distinct), dtype=np.intp)
+    where[numbers] = np.arange(n)  # the last position of each object
+    return where, numbers
 
 
 def _addresses(values: np.ndarray) -> np.ndarray | None:

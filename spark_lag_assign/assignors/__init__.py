@@ -26,7 +26,13 @@ from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as rang
 from spark_lag_assign.assignors.base import Encoded, EncodedProblem, GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.invariants import check_owner_codes
-from spark_lag_assign.subscriptions import SubscriptionIndex, run_starts, strictly_increasing, validate_subscriptions
+from spark_lag_assign.subscriptions import (
+    SubscriptionIndex,
+    by_object,
+    run_starts,
+    strictly_increasing,
+    validate_subscriptions,
+)
 
 #: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
 STRATEGIES: dict[str, Strategy] = {
@@ -94,6 +100,12 @@ def _factorize_sorted(column: pd.Series) -> tuple[np.ndarray, np.ndarray, np.nda
     values = column.to_numpy(dtype=object)
     heads = run_starts(values)
     if heads is None:
+        objects = by_object(values)
+        if objects is not None:  # few objects, as pyarrow makes them: hash one value per object
+            where, numbers = objects
+            codes, uniques = pd.factorize(values[where], use_na_sentinel=True)
+            ranked, names = _sorted_codes(codes, np.asarray(uniques, dtype=object))
+            return ranked[numbers], names, None
         codes, uniques = pd.factorize(values, use_na_sentinel=True)
         return (*_sorted_codes(codes, np.asarray(uniques, dtype=object)), None)
     # grouped by topic, as snapshots and plans are: hash and rank one value per run

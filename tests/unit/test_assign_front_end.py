@@ -26,6 +26,7 @@ from spark_lag_assign.errors import InputError
 from spark_lag_assign.metrics import moved
 from spark_lag_assign.subscriptions import (
     SubscriptionIndex,
+    by_object,
     check_consumer_id,
     distinct,
     run_starts,
@@ -368,13 +369,18 @@ def test_a_problem_of_the_front_end_makes_its_topics_only_when_read(strategy: st
 
 def test_runs_are_found_the_same_whether_rows_share_their_objects_or_not() -> None:
     names = np.array(["t1", "t0", "t2", "t0"], dtype=object)
-    shared = names[np.repeat([0, 1, 2, 3, 3], [70, 1, 40, 30, 20])]  # t0 twice in a row: two objects
+    shared = names[np.repeat([0, 1, 2, 3, 3], [70, 1, 40, 30, 20])]  # the last run given in two parts
     shared[100] = "t" + str(2)  # an equal value in another object, inside a run
     assert run_starts(shared) is not None and run_starts(shared).tolist() == [0, 70, 71, 111]
     for other in (copied(shared), shared.copy(), np.asarray(list(shared), dtype=object)):
         assert run_starts(other).tolist() == [0, 70, 71, 111]
     assert run_starts(shared[::2]).tolist() == [0, 35, 36, 56]  # not contiguous: compared by value
     assert run_starts(copied(np.array([f"t{i}" for i in range(100)], dtype=object))) is None  # short runs
+    # no runs: values numbered by their object, each object at one of its positions
+    mixed = names[np.arange(400) % 4]
+    where, numbers = by_object(mixed)
+    assert (mixed[where][numbers] == mixed).all() and len(where) == 3  # the two "t0" are one object
+    assert by_object(copied(mixed)) is None and by_object(mixed[::2]) is None  # objects of their own, a view
 
 
 @pytest.mark.parametrize("strategy", NAMES)
@@ -384,6 +390,11 @@ def test_distinct_string_objects_plan_as_shared_ones(strategy: str) -> None:
     first = sla.assign(lags, subs, strategy)
     plain = lags.assign(topic=copied(lags["topic"].to_numpy()))
     pd.testing.assert_frame_equal(sla.assign(plain, subs, strategy), first)
+    # shuffled: no runs, so a frame sharing one object per topic is hashed one object at a time
+    shuffled = lags.sample(frac=1.0, random_state=1)
+    assert by_object(shuffled["topic"].to_numpy()) is not None
+    pd.testing.assert_frame_equal(sla.assign(shuffled, subs, strategy), first)
+    pd.testing.assert_frame_equal(sla.assign(plain.sample(frac=1.0, random_state=1), subs, strategy), first)
     previous = first.assign(consumer=copied(first["consumer"].to_numpy()), topic=copied(first["topic"].to_numpy()))
     pd.testing.assert_frame_equal(
         sla.assign(plain, subs, strategy, previous=previous), sla.assign(lags, subs, strategy, previous=first)
