@@ -391,10 +391,10 @@ def _problem(
         subscribed = index.subscribed[row_topic]
         positions = np.flatnonzero(subscribed) if positions is None else positions[subscribed]
         row_topic, partitions, lag = row_topic[subscribed], partitions[subscribed], lag[subscribed]
-    named: Sequence[str | None] | np.ndarray = ()
+    named: Sequence[str | None] | None = ()
     if _check_previous(previous) and spec.uses_previous:
         owners = previous_codes(previous, row_topic, partitions, index)
-        named = _names_or_none(index, owners)
+        named = None  # their names, made from the codes if a strategy reads them
     else:  # no previous owners: -1 for every row, read-only, without writing a million cells
         owners = np.broadcast_to(np.array(-1, dtype=np.int64), len(row_topic))
     group = EncodedProblem.of(

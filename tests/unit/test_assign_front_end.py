@@ -365,6 +365,17 @@ def test_a_problem_of_the_front_end_makes_its_topics_only_when_read(strategy: st
     assert pickle.loads(pickle.dumps(mine)).topics.tolist() == theirs.topics.tolist()
     with pytest.raises(dataclasses.FrozenInstanceError):
         mine.topics = theirs.topics  # type: ignore[misc]
+    # the previous owners' names too: none without a plan, made from the codes with one
+    assert len(mine.previous) == 0
+    plan = sla.assign(lags, subs, "range").sample(frac=0.7, random_state=5)
+    later = {**subs, "c9": sorted(set(lags["topic"]))}
+    mine = assignors.problem(lags, later, strategy, previous=plan)
+    theirs = hand_built(lags, later, plan)
+    if not sla.STRATEGIES[strategy].uses_previous:
+        assert len(mine.previous) == 0 and mine.codes().previous.max() == -1
+    else:
+        assert mine.__dict__["_previous"] is None
+        assert list(mine.previous) == list(theirs.previous)
 
 
 def test_runs_are_found_the_same_whether_rows_share_their_objects_or_not() -> None:
