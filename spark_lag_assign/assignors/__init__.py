@@ -7,9 +7,12 @@ returns one row per assigned partition. Nothing here imports Spark or talks to K
 The front end does each piece of work once, on arrays: the subscriptions are validated and
 indexed once (``SubscriptionIndex``), topics and consumers become integer codes once (hashing
 only the first of each run of equal values, as frames sorted or grouped by topic have few
-runs), input already sorted by (topic, partition) is not sorted again, the previous plan is
-matched to the rows through a lookup table, and strategies with ``assign_codes`` hand back
-consumer codes, from which the invariant check and the output frame are built directly.
+runs, or one value per object where rows share a few objects), input already sorted by
+(topic, partition) is not sorted again, the previous plan is matched to the rows through a
+lookup table, and strategies with ``assign_codes`` hand back consumer codes, from which the
+invariant check and the output frame are built directly (a counting sort by owner, each
+consumer's id repeated over its block). The problem's columns of strings (``topics``, the
+previous owners' names) are made only if a strategy reads them (``EncodedProblem``).
 """
 
 from __future__ import annotations
@@ -273,7 +276,9 @@ def previous_codes(
     column = previous["partition"]
     if column.dtype.kind in "iu":
         partitions = column.to_numpy()
-        keep = index.permitted(consumers, topics) & (partitions >= 0) & (partitions < LIMITS["partition"])
+        keep = index.permitted(consumers, topics)
+        if partitions.min() < 0 or partitions.max() >= LIMITS["partition"]:  # two passes, no mask
+            keep &= (partitions >= 0) & (partitions < LIMITS["partition"])
         partitions = partitions.astype(np.int64, copy=False)
     else:  # missing or unreadable partitions are ignored with the rest of a stale plan
         numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
@@ -283,8 +288,9 @@ def previous_codes(
     if not keep.all():
         consumers, topics, partitions = consumers[keep], topics[keep], partitions[keep]
     rows = _rows_of(topics, partitions, row_topics, row_partitions, len(index.topics))
-    found = rows >= 0
-    rows, consumers = rows[found], consumers[found]
+    if rows.min(initial=0) < 0:  # some partitions of the plan are gone
+        found = rows >= 0
+        rows, consumers = rows[found], consumers[found]
     if len(rows) and np.bincount(rows, minlength=n_rows).max() > 1:
         owner[:] = len(index.consumers)
         np.minimum.at(owner, rows, consumers)
