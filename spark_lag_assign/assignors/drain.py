@@ -270,6 +270,25 @@ def _deal(owner: np.ndarray, problem: GroupProblem, k: np.ndarray) -> np.ndarray
     return out
 
 
+def _placed(group: lagsticky._Group, owner: np.ndarray) -> lagsticky._State:
+    """The search's state of a plan that keeps lag-sticky's count rules (every reader of a
+    topic holds floor or ceil of its share): loads, counts, and who holds a topic's extra."""
+    n = group.consumers
+    state = lagsticky._State.begin(group, owner)
+    state.count[:] = np.bincount(owner, minlength=n)
+    base = (group.stop - group.start) // group.reads.sum(axis=1)
+    few = base[group.topic] == 0  # a topic with fewer partitions than readers: holding one is the extra
+    state.extra[group.topic[few], owner[few]] = True
+    many = np.flatnonzero(base >= 1)
+    if len(many):
+        compact = np.full(len(base), -1, dtype=np.int64)
+        compact[many] = np.arange(len(many))
+        rows = ~few
+        held = np.bincount(compact[group.topic[rows]] * n + owner[rows], minlength=len(many) * n).reshape(len(many), n)
+        state.extra[many] = held > base[many][:, None]
+    return state
+
+
 def _kept(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produce: np.ndarray, bound: float) -> np.ndarray | None:
     """The previous plan with the count rules restored (placing what it lacks by weight at the
     bound), None without one."""
@@ -312,9 +331,8 @@ def _search(
     previous = lagsticky._previous(group, problem, consumers)
     sticky = bool((previous >= 0).any())
     # step 1
-    if start is not None:  # from a plan of the same consumers (lag-sticky's), its counts restored
-        state = lagsticky._State.begin(group, start)
-        lagsticky._distribute(group, state, sticky=True)
+    if start is not None:  # from a plan of the same consumers that keeps the count rules (lag-sticky's)
+        state = _placed(group, start)
         lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
     elif sticky:
         state = lagsticky._sticky(group, previous, opts.margin, opts.max_swaps)
