@@ -225,7 +225,7 @@ def strictly_increasing(values: np.ndarray) -> bool:
     they do not compare."""
     try:
         return len(values) < 2 or bool((values[1:] > values[:-1]).all())
-    except TypeError:
+    except (TypeError, ValueError):  # values that do not compare, or not to one truth value
         return False
 
 

@@ -30,6 +30,7 @@ from spark_lag_assign.subscriptions import (
     check_consumer_id,
     distinct,
     run_starts,
+    strictly_increasing,
     validate_subscriptions,
 )
 from tests.unit.test_assignors import NAMES, Group, groups, lag_frames, one_line, subscription_maps
@@ -481,6 +482,11 @@ def test_the_index_takes_sorted_topics_as_they_are_and_merges_any_others() -> No
     assert validate_subscriptions({"c": ("a", "a", "b")})["c"] == ["a", "b"]
     mine = ["a", "b"]
     assert validate_subscriptions({"c": mine})["c"] is not mine  # a list of its own, never the caller's
+    odd = np.empty(2, dtype=object)
+    odd[:] = [np.arange(2), np.arange(2) + 1]
+    for values in (["a", "b", "b"], ["b", "a"], ["a", 1.5], [None, "a"], odd):
+        assert not strictly_increasing(np.asarray(values, dtype=object) if isinstance(values, list) else values)
+    assert strictly_increasing(np.array(["a", "b", "c"], dtype=object)) and strictly_increasing(np.array([], dtype=object))
 
 
 @pytest.mark.parametrize("bad", ["", None, float("nan"), 7])
