@@ -262,15 +262,14 @@ def _group(
 ) -> _Group:
     """The problem as arrays; ``weights`` (int64 per row) replace the lags, ``speed`` makes
     consumers unequal (see ``_Group.speed``)."""
-    topics = np.asarray(problem.topics, dtype=object)
     lag = np.asarray(problem.lags if weights is None else weights, dtype=np.int64)
-    n_rows = len(lag)
     # loads are exact int64 sums; refuse totals that could wrap rather than plan on garbage
     if float(lag.sum(dtype=np.float64)) >= 2.0**62:
         raise InputError("lag-sticky: the total lag exceeds 2^62 messages; loads would overflow")
-    start = np.flatnonzero(np.r_[True, topics[1:] != topics[:-1]])
-    stop = np.r_[start[1:], n_rows]
-    names = [str(t) for t in topics[start]]
+    # each topic's rows from the codes (comparing a million names would cost 10 ms)
+    codes = problem.codes()
+    start, stop = problem.topic_bounds()
+    names = [str(t) for t in codes.index.topics[codes.row_topic[start]]]
     topic = np.repeat(np.arange(len(start), dtype=np.int64), stop - start)
     n_consumers = len(consumers)
     lists = [problem.subscriptions[c] for c in consumers]

@@ -693,7 +693,7 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
 
 
 def assign_codes(problem: GroupProblem) -> np.ndarray:
-    if len(problem.topics) == 0:
+    if len(problem.partitions) == 0:  # (the topics column is a million objects made on first read)
         return np.zeros(0, dtype=np.int64)
     lay = _layout(problem)
     kept_before = np.bincount(lay.row_pair[lay.row_pair >= 0], minlength=len(lay.pair_class)).astype(np.int64)
