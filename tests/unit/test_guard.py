@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, strategies as st
 
 from spark_lag_assign.errors import ShrinkRefusedError
 from spark_lag_assign.guard import check_shrink, plan_partitions, shrink
@@ -66,3 +67,22 @@ def test_no_previous_plan_or_an_empty_one_drops_nothing() -> None:
     assert check_shrink(None, empty, allow=False) is None
     assert check_shrink(empty, plan(2, {"a": {}}), allow=False) == shrink(empty, plan(2, {"a": {}}))
     assert shrink(empty, TEN).dropped == 0
+
+
+topic_lists = st.dictionaries(st.sampled_from(["t0", "t1", "t2", "x"]), st.lists(st.integers(0, 2**31 - 1) | st.integers(0, 9), max_size=6), max_size=3)
+plans = st.builds(
+    lambda consumers, spare: plan(1, consumers, spare),
+    st.dictionaries(st.sampled_from(["a", "b", "c"]), topic_lists, max_size=3),
+    topic_lists,
+)
+
+
+@given(previous=plans, new=plans)
+def test_counts_are_those_of_sets_of_topic_partition_pairs(previous: dict[str, Any], new: dict[str, Any]) -> None:
+    def pairs(p: dict[str, Any]) -> set[tuple[str, int]]:
+        named = [*(a for e in p["consumers"].values() for a in [e["assign"]]), p["unassigned"]]
+        return {(t, n) for lists in named for t, parts in lists.items() for n in parts}
+
+    found = shrink(previous, new)
+    before, after = pairs(previous), pairs(new)
+    assert (found.previous, found.planned, found.dropped) == (len(before), len(after), len(before - after))
