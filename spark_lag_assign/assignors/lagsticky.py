@@ -857,13 +857,19 @@ class _Search:
         group = self.group
         self.held = _Holdings(self.state.owner, group.consumers)
         n_rows = len(group.lag)
-        # rows sorted by (topic, lag): the partners of a swap are a window of this order
-        by_lag = np.argsort(group.lag)
-        self.sorted_lag = group.lag[by_lag]
-        # rank = how many rows are lighter, equal lags sharing one (sorted queries search fast)
-        self.rank = np.empty(n_rows, dtype=np.int64)
-        self.rank[by_lag] = np.searchsorted(self.sorted_lag, self.sorted_lag)
-        key = group.topic * n_rows + self.rank
+        # rows sorted by (topic, lag), equal lags in row order: the partners of a swap are a
+        # window of this order. Rows come grouped by topic, so one stable sort of topic x
+        # (max lag + 1) + lag takes runs it finds (five times faster than sorting every lag);
+        # where that key could overflow, lags are ranked first
+        top = int(group.lag.max(initial=0)) + 1
+        if len(group.start) * top < 2**62:
+            key = group.topic * top + group.lag
+        else:
+            by_lag = np.argsort(group.lag)
+            ordered = group.lag[by_lag]
+            rank = np.empty(n_rows, dtype=np.int64)
+            rank[by_lag] = np.searchsorted(ordered, ordered)  # how many rows are lighter
+            key = group.topic * n_rows + rank
         self.by_key = np.argsort(key, kind="stable")
         self.sorted_key = key[self.by_key]
         # where each row sits in that order, and where its run of equal keys begins there: the
@@ -872,6 +878,7 @@ class _Search:
         self.where[self.by_key] = np.arange(n_rows)
         heads = np.flatnonzero(np.r_[True, self.sorted_key[1:] != self.sorted_key[:-1]])
         self.key_first = np.repeat(heads, np.diff(np.r_[heads, n_rows]))
+        self.key_lag = group.lag[self.by_key]  # ascending within each topic's block
 
     def run(self, limit: float, max_steps: int) -> int:
         """Steps until no consumer carries more than ``limit``, none helps, or ``max_steps``;
@@ -928,7 +935,6 @@ class _Search:
         Every pair of value ``v`` or less stays, in the same order, so the step chosen is the
         one the whole windows give."""
         group, load = self.group, self.state.load
-        n_rows = len(group.lag)
         speed = group.speed
         gap: float
         if speed is None:
@@ -937,7 +943,6 @@ class _Search:
             gap = float((load[top] / speed[top] * speed - load).max())
         xlag = group.lag[rows]
         row_topic = group.topic[rows]
-        base = row_topic * n_rows
         # partners are lighter than x (before x's run of equal lags in its topic's block of the
         # order), by less than the widest gap to another consumer (pairs beyond it never pass)
         start = group.start[row_topic]
@@ -945,12 +950,12 @@ class _Search:
         some = hi > start
         if not some.any():
             return None
-        mid = np.searchsorted(self.sorted_key, base + self._ranks(xlag - gap / 2, "left"))
+        mid = self._seek(start, hi, xlag - gap / 2, "left")
         mid = np.clip(mid, start, hi - 1)[some]
         pos = np.r_[mid, np.maximum(mid - 1, start[some])]
         probe = self._best_pair(top, np.r_[rows[some], rows[some]], self.by_key[pos])
         if probe is None:
-            lo = np.searchsorted(self.sorted_key, base + self._ranks(xlag - gap, "right"))
+            lo = self._seek(start, hi, xlag - gap, "right")
         else:
             v = probe[0]
             if speed is None:
@@ -959,8 +964,8 @@ class _Search:
                 d_low = load[top] - v * speed[top]
                 d_high = float((v * speed - load).max())
                 d_low, d_high = d_low - 1 - abs(d_low) * 1e-9, d_high + 1 + abs(d_high) * 1e-9
-            lo = np.searchsorted(self.sorted_key, base + self._ranks(xlag - d_high, "left"))
-            hi = np.minimum(hi, np.searchsorted(self.sorted_key, base + self._ranks(xlag - d_low, "right")))
+            lo = self._seek(start, hi, xlag - d_high, "left")
+            hi = self._seek(lo, hi, xlag - d_low, "right")
         width = np.maximum(hi - lo, 0)
         if not width.any():
             return probe
@@ -968,13 +973,23 @@ class _Search:
         ys = self.by_key[np.repeat(lo, width) + np.arange(int(width.sum())) - np.repeat(np.cumsum(width) - width, width)]
         return self._best_pair(top, xs, ys)
 
-    def _ranks(self, lags: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
-        """``searchsorted(sorted_lag, lags, side)`` with integer queries: a float query would
-        have numpy cast the whole million-row ``sorted_lag`` to float at every step. Lags are
-        integers, so ``>= q`` is ``>= ceil(q)`` and ``> q`` is ``> floor(q)``."""
-        if lags.dtype.kind == "f":
-            lags = np.clip(np.ceil(lags) if side == "left" else np.floor(lags), -(2.0**62), 2.0**62).astype(np.int64)
-        return np.searchsorted(self.sorted_lag, lags, side=side)
+    def _seek(self, lo: np.ndarray, hi: np.ndarray, lags: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
+        """For each window ``[lo, hi)`` of the (topic, lag) order (inside one topic's block,
+        where lags ascend), the first position whose lag is ``>= lags`` ("left") or ``> lags``
+        ("right"), ``hi`` if none: a bisection of all windows at once. (A search of the whole
+        order by (topic, rank) finds the same positions, but jumps across a million rows at
+        each level, a cache miss each time: a step at 5M partitions took 13 times a step at 1M.)"""
+        lo, hi = lo.copy(), hi.copy()
+        last = len(self.key_lag) - 1
+        while True:
+            open_ = lo < hi
+            if not open_.any():
+                return lo
+            mid = (lo + hi) >> 1
+            value = self.key_lag[np.minimum(mid, last)]
+            right = open_ & ((value < lags) if side == "left" else (value <= lags))
+            lo = np.where(right, mid + 1, lo)
+            hi = np.where(open_ & ~right, mid, hi)
 
     def _best_pair(self, top: int, xs: np.ndarray, ys: np.ndarray) -> tuple[float, int, int, int] | None:
         """Of the swaps of ``xs[i]`` (``top``'s) with ``ys[i]`` (lighter, same topic), the first

@@ -479,3 +479,47 @@ def test_a_million_partitions_for_a_thousand_consumers_come_out_even() -> None:
     total = np.zeros(len(subs), dtype=np.int64)
     np.add.at(total, owner, lags["lag"].to_numpy())
     assert total.max() <= 1.05 * max(total.sum() / len(subs), lags["lag"].max())
+
+
+@pytest.mark.parametrize("huge", [False, True])
+def test_the_search_index_orders_rows_by_topic_then_lag_with_ties_in_row_order(huge: bool) -> None:
+    from spark_lag_assign.assignors import lagsticky, problem
+
+    rng = np.random.default_rng(7)
+    lag = rng.integers(0, 5, 60).astype(np.int64)  # many ties
+    if huge:  # topic x (max lag + 1) would pass 2^62: the index ranks lags first
+        lag[7] = 2**61
+    lags = pd.DataFrame({"topic": np.repeat(["a", "b", "c"], 20), "partition": np.tile(np.arange(20), 3), "lag": lag})
+    prob = problem(lags, {c: ["a", "b", "c"] for c in "xyz"}, "lag-sticky")
+    group = lagsticky._group(prob, list(prob.consumers))
+    state = lagsticky._State.begin(group, np.arange(len(lag), dtype=np.int64) % 3)
+    search = lagsticky._Search(group, state)
+    search._index()
+    np.testing.assert_array_equal(search.by_key, np.lexsort((group.lag, group.topic)))  # lexsort is stable
+    np.testing.assert_array_equal(search.key_lag, group.lag[search.by_key])
+
+
+@given(seed=st.integers(0, 2**32 - 1), side=st.sampled_from(["left", "right"]), floats=st.booleans())
+def test_seek_finds_in_each_window_what_a_search_of_that_window_finds(seed: int, side: str, floats: bool) -> None:
+    from spark_lag_assign.assignors import problem
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 30, 4)
+    lags = pd.DataFrame({
+        "topic": np.repeat([f"t{i}" for i in range(4)], sizes),
+        "partition": np.concatenate([np.arange(k) for k in sizes]),
+        "lag": rng.integers(0, 12, int(sizes.sum())),
+    })
+    prob = problem(lags, {c: [f"t{i}" for i in range(4)] for c in "xy"}, "lag-sticky")
+    group = lagsticky._group(prob, list(prob.consumers))
+    search = lagsticky._Search(group, lagsticky._State.begin(group, np.zeros(len(lags), dtype=np.int64)))
+    search._index()
+    rows = rng.integers(0, len(lags), 25)
+    start, stop = group.start[group.topic[rows]], group.stop[group.topic[rows]]
+    lo = start + rng.integers(0, stop - start + 1)
+    hi = lo + rng.integers(0, stop - lo + 1)
+    targets = rng.uniform(-2, 14, 25) if floats else rng.integers(-2, 14, 25)
+    found = search._seek(lo, hi, targets, side)  # type: ignore[arg-type]
+    for i in range(25):
+        window = search.key_lag[lo[i] : hi[i]]
+        assert found[i] == lo[i] + np.searchsorted(window, targets[i], side=side)  # type: ignore[call-overload]
