@@ -365,3 +365,16 @@ def test_lag_stickys_plan_as_the_search_state_is_what_the_sticky_placement_makes
     placed = drain._placed(group, plain)
     for field in ("owner", "load", "count", "extra"):
         np.testing.assert_array_equal(getattr(placed, field), getattr(restored, field), err_msg=field)
+
+
+@given(case=cases(), shuffle=st.randoms(use_true_random=False), extra=st.booleans())
+def test_produce_rates_line_up_with_the_rows_as_rates_align_produce_does(case, shuffle, extra) -> None:  # type: ignore[no-untyped-def]
+    from spark_lag_assign.assignors import problem
+
+    lags, subs, _, produced = case
+    frame = produced.sample(frac=1.0, random_state=shuffle.randint(0, 2**31))
+    if extra:  # unknown topics, a partition given twice (the first counts), a negative rate
+        frame = pd.concat([frame, pd.DataFrame({"topic": ["nope", lags["topic"].iloc[0]], "partition": [0, int(lags["partition"].iloc[0])],
+                                                "produce_rate": [5.0, -1.0]})], ignore_index=True)
+    prob = problem(lags, subs, "drain")
+    np.testing.assert_array_equal(drain._aligned(frame, prob), rates.align_produce(frame, prob.topics, prob.partitions))
