@@ -36,6 +36,7 @@ import pandas as pd
 from spark_lag_assign.errors import InputError
 
 KEY = ["topic", "partition"]
+PARTITIONS = 2**31  # Kafka's partition ids are int32
 
 #: where the rates of a plan came from (``plan.json``'s ``rates_source``)
 SOURCES = ("measured", "configured", "measured+configured", "none")
@@ -283,9 +284,32 @@ def align_produce(produce: pd.DataFrame | None, topics: Sequence[str] | np.ndarr
     n = len(topics)
     if produce is None or len(produce) == 0 or n == 0:
         return np.zeros(n)
-    rows = pd.DataFrame({"topic": np.asarray(topics, dtype=object), "partition": np.asarray(partitions, dtype=np.int64)})
-    rates = produce.loc[:, [*KEY, "produce_rate"]].drop_duplicates(KEY).astype({"partition": np.int64})
-    got = rows.merge(rates, on=KEY, how="left")["produce_rate"].to_numpy(dtype=np.float64)
+    row_topic, names = pd.factorize(np.asarray(topics, dtype=object))
+    codes = pd.Index(names).get_indexer(pd.Index(produce["topic"].to_numpy(dtype=object), dtype=object))
+    return produce_by_code(produce, codes, row_topic, partitions)
+
+
+def produce_by_code(
+    produce: pd.DataFrame, topic_codes: np.ndarray, row_topic: np.ndarray, partitions: Sequence[int] | np.ndarray
+) -> np.ndarray:
+    """The produce rate of each row (``row_topic``, ``partitions``): the first ``produce`` gives
+    for that partition, 0 where it gives none, or none finite and positive. ``topic_codes``:
+    each ``produce`` row's topic as a code of ``row_topic``'s, -1 for a topic no row has.
+    (Matched as int64 keys: a merge on a million topic names took 0.17 s.)"""
+    n = len(row_topic)
+    part = produce["partition"].astype(np.int64).to_numpy()
+    rate = produce["produce_rate"].to_numpy(dtype=np.float64)
+    known = (topic_codes >= 0) & (part >= 0) & (part < PARTITIONS)
+    key = np.asarray(topic_codes, dtype=np.int64)[known] * PARTITIONS + part[known]
+    if n == 0 or len(key) == 0:
+        return np.zeros(n)
+    order = np.argsort(key, kind="stable")
+    key, rate = key[order], rate[known][order]
+    first = np.r_[True, key[1:] != key[:-1]]
+    key, rate = key[first], rate[first]
+    rows = np.asarray(row_topic, dtype=np.int64) * PARTITIONS + np.asarray(partitions, dtype=np.int64)
+    at = np.minimum(np.searchsorted(key, rows), len(key) - 1)
+    got = np.where(key[at] == rows, rate[at], 0.0)
     return np.where(np.isfinite(got) & (got > 0), got, 0.0)
 
 

@@ -150,38 +150,15 @@ def assign_group(problem: GroupProblem) -> list[str]:
     if opts.read is None:
         return lagsticky.assign_group(plain)
     speed = consumer_rates(opts.read, consumers)
-    produce = _aligned(opts.produce, problem)
+    produce = np.zeros(len(problem.partitions))
+    if opts.produce is not None and len(opts.produce):
+        codes = problem.codes()
+        topic = codes.index.topic_codes(opts.produce["topic"])
+        produce = rates_mod.produce_by_code(opts.produce, topic, codes.row_topic, problem.partitions)
     if not produce.any() and np.all(speed == speed[0]):
         return lagsticky.assign_group(plain)  # time is lag over a constant
     names = np.asarray(consumers, dtype=object)
     return names[_plan(problem, consumers, speed, produce, opts)].tolist()
-
-
-def _aligned(produce: pd.DataFrame | None, problem: GroupProblem) -> np.ndarray:
-    """``rates.align_produce`` on the problem's codes: each row's produce rate (the first given
-    for its partition; 0 where unknown), matched as int64 keys, not by merging a million names."""
-    n = len(problem.partitions)
-    if produce is None or len(produce) == 0 or n == 0:
-        return np.zeros(n)
-    codes = problem.codes()
-    topic = codes.index.topic_codes(produce["topic"])
-    part = produce["partition"].astype(np.int64).to_numpy()
-    rate = produce["produce_rate"].to_numpy(dtype=np.float64)
-    known = (topic >= 0) & (part >= 0) & (part < _PARTITIONS)
-    key = topic[known] * _PARTITIONS + part[known]
-    order = np.argsort(key, kind="stable")
-    key, rate = key[order], rate[known][order]
-    if len(key) == 0:
-        return np.zeros(n)
-    first = np.r_[True, key[1:] != key[:-1]]
-    key, rate = key[first], rate[first]
-    rows = codes.row_topic * _PARTITIONS + np.asarray(problem.partitions, dtype=np.int64)
-    at = np.minimum(np.searchsorted(key, rows), len(key) - 1)
-    got = np.where(key[at] == rows, rate[at], 0.0)
-    return np.where(np.isfinite(got) & (got > 0), got, 0.0)
-
-
-_PARTITIONS = 2**31  # Kafka's partition ids are int32
 
 
 def makespan(owner: np.ndarray, lags: np.ndarray, produce: np.ndarray, speed: np.ndarray) -> tuple[float, float]:
@@ -324,11 +301,14 @@ def _kept(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
     horizon = 1e9 if math.isinf(bound) else max(bound, 1.0)
     group = lagsticky._group(problem, consumers, weights=_weights(lags, produce, horizon), speed=relative)
     previous = lagsticky._previous(group, problem, consumers)
-    if not (previous >= 0).any():
-        return None
-    restored = lagsticky._State.begin(group, previous)
-    lagsticky._distribute(group, restored, sticky=True)
-    return restored.owner
+    return _restored(group, previous) if (previous >= 0).any() else None
+
+
+def _restored(group: lagsticky._Group, previous: np.ndarray) -> np.ndarray:
+    """The previous owners with lag-sticky's count rules restored (step 1-3, sticky)."""
+    state = lagsticky._State.begin(group, previous)
+    lagsticky._distribute(group, state, sticky=True)
+    return state.owner
 
 
 def _search(
@@ -386,12 +366,7 @@ def _search(
         best, found = state.owner.copy(), now
         if not again:
             break
-    kept = None
-    if sticky:
-        group = group_for(horizon)
-        restored = lagsticky._State.begin(group, previous)
-        lagsticky._distribute(group, restored, sticky=True)
-        kept = restored.owner
+    kept = _restored(group_for(horizon), previous) if sticky else None
     return best, kept
 
 

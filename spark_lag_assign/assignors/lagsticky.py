@@ -162,7 +162,6 @@ class _State:
     load: np.ndarray  # int64 lag per consumer
     count: np.ndarray  # int64 partitions per consumer
     extra: np.ndarray  # bool (topics, consumers): consumer holds ceil(P/C) of the topic, not floor
-    steps: int = 0  # steps of the local search (step 5) taken on this state so far
 
     @classmethod
     def begin(cls, group: _Group, previous: np.ndarray) -> _State:
@@ -247,7 +246,6 @@ def _improve(group: _Group, state: _State, limit: float, max_swaps: int) -> int:
     """Step 5, then step 4 again where subscriptions differ: a move of the search can leave
     a consumer two above another that could take one of its extras. Returns the steps taken."""
     taken = _Search(group, state).run(limit, max_swaps)
-    state.steps += taken
     if not group.identical:
         _even_counts(group, state.count, state.extra, state.load, *_move_extra(group, state))
     return taken

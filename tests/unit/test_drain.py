@@ -368,7 +368,7 @@ def test_lag_stickys_plan_as_the_search_state_is_what_the_sticky_placement_makes
 
 
 @given(case=cases(), shuffle=st.randoms(use_true_random=False), extra=st.booleans())
-def test_produce_rates_line_up_with_the_rows_as_rates_align_produce_does(case, shuffle, extra) -> None:  # type: ignore[no-untyped-def]
+def test_produce_rates_line_up_with_the_rows_as_a_merge_on_topic_and_partition_does(case, shuffle, extra) -> None:  # type: ignore[no-untyped-def]
     from spark_lag_assign.assignors import problem
 
     lags, subs, _, produced = case
@@ -377,4 +377,12 @@ def test_produce_rates_line_up_with_the_rows_as_rates_align_produce_does(case, s
         frame = pd.concat([frame, pd.DataFrame({"topic": ["nope", lags["topic"].iloc[0]], "partition": [0, int(lags["partition"].iloc[0])],
                                                 "produce_rate": [5.0, -1.0]})], ignore_index=True)
     prob = problem(lags, subs, "drain")
-    np.testing.assert_array_equal(drain._aligned(frame, prob), rates.align_produce(frame, prob.topics, prob.partitions))
+    # the merge rates.align_produce once was: the reference
+    rows = pd.DataFrame({"topic": np.asarray(prob.topics, dtype=object), "partition": prob.partitions})
+    given = frame.loc[:, ["topic", "partition", "produce_rate"]].drop_duplicates(["topic", "partition"])
+    got = rows.merge(given.astype({"partition": np.int64}), on=["topic", "partition"], how="left")["produce_rate"].to_numpy(dtype=float)
+    expected = np.where(np.isfinite(got) & (got > 0), got, 0.0)
+    np.testing.assert_array_equal(rates.align_produce(frame, prob.topics, prob.partitions), expected)
+    codes = prob.codes()
+    by_code = rates.produce_by_code(frame, codes.index.topic_codes(frame["topic"]), codes.row_topic, prob.partitions)
+    np.testing.assert_array_equal(by_code, expected)
