@@ -58,12 +58,18 @@ def write_atomically(path: str | os.PathLike[str], content: bytes | Writer, *, m
 
 def write_durably(path: str, data: bytes, *, mode: int = 0o644) -> None:
     """Write a whole new file (truncating one already there) and fsync it."""
+    _write(path, data, mode, sync=True)
+
+
+def _write(path: str, data: bytes, mode: int, *, sync: bool) -> None:
+    """Write a whole new file (truncating one already there), fsynced if ``sync``."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -82,13 +88,7 @@ def write_all_durably(files: Sequence[tuple[str, bytes]], *, mode: int = 0o644) 
             write_durably(path, data, mode=mode)
         return
     for path, data in files:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
+        _write(path, data, mode, sync=False)
     fd = os.open(os.path.dirname(files[0][0]) or ".", os.O_RDONLY)
     try:
         if syncfs(fd) != 0:

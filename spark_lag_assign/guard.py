@@ -18,13 +18,12 @@ from typing import Any
 import numpy as np
 
 from spark_lag_assign.errors import ShrinkRefusedError
+from spark_lag_assign.planformat import PARTITION_LIMIT  # a plan naming others is refused when read
 
 log = logging.getLogger(__name__)
 
 #: the share of the previous generation's partitions a plan may drop without --allow-shrink
 SHRINK_LIMIT = 0.5
-#: partition ids are below this (Kafka's int32; a plan that names others is refused when read)
-PARTITIONS = 2**31
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,7 @@ def shrink(previous: Mapping[str, Any], new: Mapping[str, Any]) -> Shrink:
         code = np.fromiter(map(number.__getitem__, topics), dtype=np.int64, count=len(topics))
         sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
         parts = np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(sizes.sum()))
-        key = np.sort(np.repeat(code, sizes) * PARTITIONS + parts)  # (np.unique hashes: ten times slower here)
+        key = np.sort(np.repeat(code, sizes) * PARTITION_LIMIT + parts)  # (np.unique hashes: ten times slower here)
         keys.append(key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key)
     before, after = keys
     return Shrink(
