@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from pydantic_core import PydanticSerializationError, to_json
 
 from spark_lag_assign.errors import InputError, PlanError
 from spark_lag_assign.metrics import exact_run_sums, exact_sum
@@ -309,9 +310,42 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _dumps_parts(value: Any) -> str:
+    """``_dumps`` of a per-partition part of a plan (``assign``, ``startingOffsets``,
+    ``unassigned``, ``topics``, the observed offsets: strings, ints, lists and dicts of them),
+    byte for byte, by pydantic-core's encoder: about 3x faster than json's on a million
+    partitions. Where the text holds what json would escape and pydantic-core writes as it
+    is (a character beyond ASCII, or DEL), json writes it."""
+    try:
+        raw = to_json(value)
+    except PydanticSerializationError:  # not JSON's types: json says what is wrong
+        return _dumps(value)
+    if raw.isascii() and b"\x7f" not in raw:
+        return raw.decode("ascii")
+    return _dumps(value)
+
+
+#: the plan's top-level fields that hold only strings and ints (what ``_dumps_parts`` takes)
+_PARTS_FIELDS = frozenset({"topics", "unassigned"})
+
+
+def _field_json(key: str, value: Any) -> str:
+    if key in _PARTS_FIELDS:
+        return _dumps_parts(value)
+    if key == "observed" and isinstance(value, dict):  # a time, then offsets of every partition
+        return "{" + ",".join(
+            f"{_dumps(k)}:{_dumps_parts(v) if k.endswith('_offsets') else _dumps(v)}" for k, v in value.items()
+        ) + "}"
+    return _dumps(value)
+
+
 def _consumer_json(entry: ConsumerPlan, assign: str, starting: str) -> str:
-    rest = {k: v for k, v in entry.items() if k not in ("assign", "startingOffsets")}
-    return f'{{"assign":{assign},"startingOffsets":{starting},{_dumps(rest)[1:]}'
+    rest = ",".join(
+        f"{_dumps(k)}:{_dumps_parts(v) if k == 'subscriptions' else _dumps(v)}"  # floats: json's own text
+        for k, v in entry.items()
+        if k not in ("assign", "startingOffsets")
+    )
+    return f'{{"assign":{assign},"startingOffsets":{starting},{rest}}}'
 
 
 def plan_json(plan: Plan, parts: Mapping[str, tuple[str, str]] | None = None) -> str:
@@ -322,7 +356,7 @@ def plan_json(plan: Plan, parts: Mapping[str, tuple[str, str]] | None = None) ->
     ``assign`` and ``startingOffsets`` already encoded (the writer needs them anyway).
     """
     parts = parts or {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
-    lines = [f"{_dumps(k)}:{_dumps(v)}" for k, v in plan.items() if k != "consumers"]
+    lines = [f"{_dumps(k)}:{_field_json(k, v)}" for k, v in plan.items() if k != "consumers"]
     consumers = ",\n".join(
         f" {_dumps(c)}:{_consumer_json(e, *parts[c])}" for c, e in plan["consumers"].items()
     )
@@ -332,12 +366,12 @@ def plan_json(plan: Plan, parts: Mapping[str, tuple[str, str]] | None = None) ->
 
 def assign_json(entry: ConsumerPlan) -> str:
     """The exact string to pass as ``.option("assign", ...)``."""
-    return _dumps(entry["assign"])
+    return _dumps_parts(entry["assign"])
 
 
 def starting_offsets_json(entry: ConsumerPlan) -> str:
     """The exact string to pass as ``.option("startingOffsets", ...)``."""
-    return _dumps(entry["startingOffsets"])
+    return _dumps_parts(entry["startingOffsets"])
 
 
 def assignment_frame(plan: Plan) -> pd.DataFrame:

@@ -237,3 +237,15 @@ def test_each_consumers_entry_is_its_rows_however_the_partitions_fall_into_runs(
         assert entry["assign"] == want_assign and list(entry["assign"]) == sorted(want_assign)
         assert entry["startingOffsets"] == want_start
         assert (entry["partitions"], entry["lag"]) == (len(mine), sum(r[2] for r in mine))
+
+
+_TEXT = st.text(st.characters(codec=None, categories=None), max_size=6)  # any code point: escapes, DEL, surrogates
+_SCALARS = st.one_of(_TEXT, st.integers(-(2**70), 2**70), st.booleans(), st.none(), st.floats(allow_nan=False))
+_JSONISH = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4), max_leaves=20)
+
+
+@given(_JSONISH)
+def test_the_fast_encoding_of_a_plans_parts_is_jsons_text_byte_for_byte(value: object) -> None:
+    # plan files keep the exact text json.dumps gives (hashes in manifests, diffs between
+    # generations): the faster encoder may only ever produce the same bytes
+    assert plan_io._dumps_parts(value) == json.dumps(value, separators=(",", ":"))
