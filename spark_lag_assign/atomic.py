@@ -14,6 +14,7 @@ import functools
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -78,17 +79,16 @@ def write_all_durably(files: Sequence[tuple[str, bytes]], *, mode: int = 0o644) 
     """``write_durably`` for many files, with one flush for all of them where the system has
     ``syncfs`` (Linux): a thousand fsyncs of small files cost about half a second, one
     ``syncfs`` of their file system a few milliseconds. Elsewhere, or where the files are on
-    more than one file system, each file is fsynced."""
+    more than one file system, each file is fsynced. Many files are written on threads
+    (``WRITERS``)."""
     if not files:
         return
     syncfs = _syncfs()
     folders = {os.path.dirname(path) or "." for path, _ in files}
-    if syncfs is None or len({os.stat(f).st_dev for f in folders}) != 1:
-        for path, data in files:
-            write_durably(path, data, mode=mode)
+    sync_each = syncfs is None or len({os.stat(f).st_dev for f in folders}) != 1
+    _each(lambda file: _write(file[0], file[1], mode, sync=sync_each), files)
+    if sync_each:
         return
-    for path, data in files:
-        _write(path, data, mode, sync=False)
     fd = os.open(os.path.dirname(files[0][0]) or ".", os.O_RDONLY)
     try:
         if syncfs(fd) != 0:
@@ -96,6 +96,23 @@ def write_all_durably(files: Sequence[tuple[str, bytes]], *, mode: int = 0o644) 
             raise OSError(code, f"syncfs: {os.strerror(code)}")
     finally:
         os.close(fd)
+
+
+#: threads that write a generation's files: the system calls release the GIL, and creating a
+#: thousand small files one after another waits on the file system's journal each time
+WRITERS = 8
+
+
+def _each(write: Callable[[tuple[str, bytes]], None], files: Sequence[tuple[str, bytes]]) -> None:
+    """``write`` every file, on ``WRITERS`` threads where there are many; the first error is
+    raised once all have finished. A path named twice is written in order, the last one last."""
+    if len(files) < 2 * WRITERS or len({path for path, _ in files}) != len(files):
+        for file in files:
+            write(file)
+        return
+    with ThreadPoolExecutor(WRITERS) as pool:
+        for _ in pool.map(write, files):
+            pass
 
 
 @functools.cache

@@ -156,3 +156,16 @@ def test_the_real_syncfs_is_found_on_linux(tmp_path: Path) -> None:
         assert atomic._syncfs() is not None
     atomic.write_all_durably([(str(tmp_path / "x"), b"x")])
     assert (tmp_path / "x").read_bytes() == b"x"
+
+
+def test_many_files_are_written_whole_on_threads_and_a_failure_is_raised(tmp_path: Path) -> None:
+    files = [(str(tmp_path / f"{i}.json"), f'{{"i":{i}}}\n'.encode() * (i + 1)) for i in range(4 * atomic.WRITERS)]
+    atomic.write_all_durably(files)
+    assert {p: Path(p).read_bytes() for p, _ in files} == dict(files)
+    # the same path twice: written in order, the last content stays
+    twice = [*files, (files[0][0], b"last")]
+    atomic.write_all_durably(twice)
+    assert Path(files[0][0]).read_bytes() == b"last"
+    broken = [*files[1:], (str(tmp_path / "missing" / "x.json"), b"x")]
+    with pytest.raises(FileNotFoundError):
+        atomic.write_all_durably(broken)
