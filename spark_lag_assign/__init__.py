@@ -6,9 +6,9 @@ The pure core (lag rules, assignors, invariants) imports no Spark.
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, assign, unassigned
 from spark_lag_assign.errors import (
     CommitFencedError,
     ConfigError,
@@ -23,23 +23,55 @@ from spark_lag_assign.errors import (
     SparkLagAssignError,
     StrategyError,
 )
-from spark_lag_assign.invariants import check_assignment
-from spark_lag_assign.lag import compute_lag
-from spark_lag_assign.planformat import PlanFormatError, parse_plan
-from spark_lag_assign.store import ClaimFencedError, PublishFencedError, StoreError, open_store
+
+if TYPE_CHECKING:
+    from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, assign, unassigned
+    from spark_lag_assign.consume import AssignedStream, PlanFollower, read_assigned
+    from spark_lag_assign.invariants import check_assignment
+    from spark_lag_assign.lag import compute_lag
+    from spark_lag_assign.planformat import PlanFormatError, parse_plan
+    from spark_lag_assign.store import ClaimFencedError, PublishFencedError, StoreError, open_store
 
 __version__ = "0.1.0"
 
-#: the consuming side, imported on first use: it needs kafka-python and, when run, Spark
-_STREAM_NAMES = ("read_assigned", "PlanFollower", "AssignedStream")
+#: the public names, each imported from its module on first use: a pandas-UDF worker that
+#: runs the lag rules (``spark_lag_assign.lag``) then loads neither the assignors nor
+#: pydantic (a few hundred ms per worker), and the consuming side needs kafka-python only
+#: when it is used
+_LAZY = {
+    **dict.fromkeys(("DEFAULT_STRATEGY", "STRATEGIES", "assign", "unassigned"), "assignors"),
+    **dict.fromkeys(("read_assigned", "PlanFollower", "AssignedStream"), "consume"),
+    "check_assignment": "invariants",
+    "compute_lag": "lag",
+    **dict.fromkeys(("PlanFormatError", "parse_plan"), "planformat"),
+    **dict.fromkeys(("ClaimFencedError", "PublishFencedError", "StoreError", "open_store"), "store"),
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _STREAM_NAMES:
-        from spark_lag_assign import consume
+    module: ModuleType
+    where = _LAZY.get(name)
+    if where == "assignors":
+        from spark_lag_assign import assignors as module
+    elif where == "consume":
+        from spark_lag_assign import consume as module
+    elif where == "invariants":
+        from spark_lag_assign import invariants as module
+    elif where == "lag":
+        from spark_lag_assign import lag as module
+    elif where == "planformat":
+        from spark_lag_assign import planformat as module
+    elif where == "store":
+        from spark_lag_assign import store as module
+    else:
+        raise AttributeError(f"module 'spark_lag_assign' has no attribute {name!r}")
+    value = getattr(module, name)
+    globals()[name] = value
+    return value
 
-        return getattr(consume, name)
-    raise AttributeError(f"module 'spark_lag_assign' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import spark_lag_assign as sla
 
 #: The modules that must never import Spark (pyspark, py4j), at import time or in any call:
@@ -247,6 +249,18 @@ def test_the_pure_core_imports_no_spark() -> None:
 def test_every_public_name_resolves() -> None:
     for name in sla.__all__:
         assert getattr(sla, name) is not None, name
+    assert set(sla.__all__) <= set(dir(sla))
+
+
+def test_a_lag_rules_worker_loads_neither_the_assignors_nor_pydantic() -> None:
+    # a pandas-UDF worker unpickles the lag rules by reference: importing their module must
+    # not pull in the package's public names, which are loaded on first use
+    code = "import sys, spark_lag_assign.lag\n"
+    code += "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'spark_lag_assign.'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "['spark_lag_assign.errors', 'spark_lag_assign.lag']"
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        sla.nothing_here  # noqa: B018
 
 
 def _imported_modules(path: Path) -> set[str]:
