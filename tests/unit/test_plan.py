@@ -249,3 +249,15 @@ def test_the_fast_encoding_of_a_plans_parts_is_jsons_text_byte_for_byte(value: o
     # plan files keep the exact text json.dumps gives (hashes in manifests, diffs between
     # generations): the faster encoder may only ever produce the same bytes
     assert plan_io._dumps_parts(value) == json.dumps(value, separators=(",", ":"))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5), st.integers(0, 2**31 - 1)), max_size=60),
+    st.sampled_from([6, 2**27, 2**33]),
+)
+def test_the_plans_row_order_is_lexsorts_with_ties_kept_in_place(rows: list[tuple[int, int, int]], topics: int) -> None:
+    import numpy as np
+
+    owner, topic, part = (np.array([r[i] for r in rows], dtype=np.int64) for i in range(3))
+    # 2^27 topics: a key near 2^61; 2^33 would pass 2^63, and the order comes from lexsort itself
+    assert plan_io._order(owner, topic, part, topics).tolist() == np.lexsort((part, topic, owner)).tolist()
