@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.subscriptions import distinct
+from spark_lag_assign.subscriptions import distinct, factorize
 
 _LOW = np.int64(0xFFFFFFFF)
 
@@ -84,9 +84,21 @@ def exact_sums(keys: pd.Series | np.ndarray, values: pd.Series | np.ndarray) -> 
         for k, v in zip(np.asarray(keys, dtype=object).tolist(), np.asarray(values, dtype=object).tolist()):
             out[k] = out.get(k, 0) + _as_int(v)
         return out
-    high, low = halves
-    grouped = pd.DataFrame({"k": np.asarray(keys), "high": high, "low": low}).groupby("k", sort=False)[["high", "low"]].sum()
-    return {k: (int(h) << 32) + int(lo) for k, h, lo in zip(grouped.index.tolist(), grouped["high"].tolist(), grouped["low"].tolist())}
+    uniques, _, sums = _by_key(keys, halves)
+    return dict(zip(uniques.tolist(), sums))
+
+
+def _by_key(keys: pd.Series | np.ndarray, halves: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """(distinct keys in order of first appearance, rows of each, exact sum of each) for
+    values given as ``_halves``; rows whose key is missing count nowhere, as in a groupby."""
+    codes, uniques = factorize(np.asarray(keys, dtype=object))
+    kept = codes >= 0
+    codes = codes[kept]
+    high, low = (np.zeros(len(uniques), dtype=np.int64) for _ in range(2))
+    np.add.at(high, codes, halves[0][kept])  # int64 throughout: exact, where bincount's weights are floats
+    np.add.at(low, codes, halves[1][kept])
+    sizes = np.bincount(codes, minlength=len(uniques))
+    return uniques, sizes, [(h << 32) + lo for h, lo in zip(high.tolist(), low.tolist())]
 
 
 def exact_run_sums(values: pd.Series | np.ndarray, starts: np.ndarray) -> list[int]:
@@ -108,8 +120,14 @@ def per_consumer(assignment: pd.DataFrame, consumers: Sequence[str]) -> pd.DataF
     ``lag`` is int64 while every consumer's total fits, Python ints (object) beyond: never wrapped.
     """
     names = sorted(consumers)
-    sizes = assignment.groupby("consumer", sort=False).size()
-    totals = exact_sums(assignment["consumer"], assignment["lag"]) if len(assignment) else {}
+    halves = _halves(assignment["lag"]) if len(assignment) else None
+    if halves is not None:  # one pass over the names for counts and sums
+        keys, counts, sums = _by_key(assignment["consumer"], halves)
+        sizes = pd.Series(counts, index=pd.Index(keys, dtype=object))
+        totals = dict(zip(keys.tolist(), sums))
+    else:
+        sizes = assignment.groupby("consumer", sort=False).size()
+        totals = exact_sums(assignment["consumer"], assignment["lag"]) if len(assignment) else {}
     lags = [totals.get(c, 0) for c in names]
     fits = all(-(2**63) <= v < 2**63 for v in lags)
     out = pd.DataFrame(
@@ -126,8 +144,8 @@ def topic_spread(assignment: pd.DataFrame, subscriptions: Mapping[str, Sequence[
     """The worst ``max - min`` partitions of one topic among that topic's subscribers."""
     if assignment.empty:
         return 0
-    topic_codes, topics = pd.factorize(assignment["topic"].to_numpy(dtype=object))
-    consumer_codes, owners = pd.factorize(assignment["consumer"].to_numpy(dtype=object))
+    topic_codes, topics = factorize(assignment["topic"].to_numpy(dtype=object))
+    consumer_codes, owners = factorize(assignment["consumer"].to_numpy(dtype=object))
     held = (topic_codes >= 0) & (consumer_codes >= 0)  # rows without an owner hold nothing
     if not held.any():
         return 0

@@ -267,6 +267,20 @@ def by_object(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return where, numbers
 
 
+def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``pd.factorize(values)``: a code per value in order of first appearance (-1 for a
+    missing one), and the distinct values. Where values share few objects (a plan's names,
+    pyarrow's strings) one value per object is hashed, the objects themselves by address."""
+    objects = by_object(values)
+    if objects is None:
+        codes, uniques = pd.factorize(values)
+        return np.asarray(codes, dtype=np.intp), np.asarray(uniques, dtype=object)
+    # objects are numbered in order of first appearance, so are the values they hold
+    where, numbers = objects
+    codes, uniques = pd.factorize(values[where])
+    return np.asarray(codes, dtype=np.intp)[numbers], np.asarray(uniques, dtype=object)
+
+
 def _addresses(values: np.ndarray) -> np.ndarray | None:
     """The address of each object of a contiguous object array, as integers (the same address:
     the same object); a view to compare at once, while ``values`` lives. None for any other array."""

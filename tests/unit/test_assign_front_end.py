@@ -29,6 +29,7 @@ from spark_lag_assign.subscriptions import (
     by_object,
     check_consumer_id,
     distinct,
+    factorize,
     run_starts,
     strictly_increasing,
     validate_subscriptions,
@@ -393,6 +394,21 @@ def test_runs_are_found_the_same_whether_rows_share_their_objects_or_not() -> No
     where, numbers = by_object(mixed)
     assert (mixed[where][numbers] == mixed).all() and len(where) == 3  # the two "t0" are one object
     assert by_object(copied(mixed)) is None and by_object(mixed[::2]) is None  # objects of their own, a view
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=8), st.integers(64, 300), st.randoms())
+def test_factorize_numbers_names_as_pandas_does_whether_or_not_they_share_objects(
+    names: list[str | None], n: int, rnd: Any
+) -> None:
+    # a few objects repeated (the fast path), with an equal value in a second object here and there
+    pool = np.asarray(names, dtype=object)
+    values = pool[np.asarray([rnd.randrange(len(pool)) for _ in range(n)])]
+    for i in range(0, n, 37):
+        values[i] = None if values[i] is None else "".join(values[i])
+    for array in (values, np.array([v if v is None else "".join(v) for v in values], dtype=object)):
+        codes, uniques = factorize(array)
+        want_codes, want_uniques = pd.factorize(array)
+        assert codes.tolist() == want_codes.tolist() and list(uniques) == list(want_uniques)
 
 
 @pytest.mark.parametrize("strategy", NAMES)

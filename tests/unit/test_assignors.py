@@ -447,3 +447,25 @@ def test_checker_rejects_broken_assignments(rows: tuple[tuple[str, str, int], ..
     with pytest.raises(InvariantError) as err:
         sla.check_assignment(assignment(*rows), CHECK_LAGS, CHECK_SUBS)
     assert needle in one_line(err)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["t0", "t1"]), st.integers(0, 3)), max_size=10))
+def test_the_checker_finds_what_a_set_of_the_assigned_partitions_finds(rows: list[tuple[str, int]]) -> None:
+    # the checker counts keys where they are dense and sorts them otherwise: either way its
+    # verdict is this plain one (t0 and t1 have partitions 0-2; c0 reads both)
+    lags = frame(*((t, p, 1) for t in ("t0", "t1") for p in range(3)))
+    expected = {(t, p) for t in ("t0", "t1") for p in range(3)}
+    if len(set(rows)) < len(rows):
+        needle: str | None = "more than once"
+    elif expected - set(rows):
+        needle = "unassigned"
+    elif set(rows) - expected:
+        needle = "do not exist or are not subscribed"
+    else:
+        needle = None
+    got = assignment(*(("c0", t, p) for t, p in rows))
+    if needle is None:
+        sla.check_assignment(got, lags, {"c0": ["t0", "t1"]})
+        return
+    with pytest.raises(InvariantError, match=needle):
+        sla.check_assignment(got, lags, {"c0": ["t0", "t1"]})
