@@ -29,11 +29,11 @@ from itertools import chain, islice
 from typing import Annotated, Any, Final, Literal, NotRequired
 
 import numpy as np
-import pandas as pd
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from spark_lag_assign.errors import InputError, PlanError
+from spark_lag_assign.subscriptions import factorize
 
 FORMAT_VERSION: Final = 1
 INT64_LIMIT: Final = 2**63  # Kafka offsets are int64: every offset is below this
@@ -272,9 +272,11 @@ def _partitions_consistent(doc: Any) -> bool:
         assign, starting = entry.get("assign"), entry.get("startingOffsets")
         if type(assign) is not dict or type(starting) is not dict or assign.keys() != starting.keys():
             return False
+        names = list(assign)
         lists.extend(assign.values())
-        starts.extend(map(starting.__getitem__, assign))
-        topics.extend(assign)
+        # in the order of the partitions (build_plan's): its values as they are, else looked up
+        starts.extend(starting.values() if list(starting) == names else map(starting.__getitem__, names))
+        topics.extend(names)
         ends.append(len(lists))
     if set(map(type, lists)) - {list} or set(map(type, starts)) - {dict} or set(map(type, topics)) - {str} or "" in topics:
         return False
@@ -288,7 +290,11 @@ def _partitions_consistent(doc: Any) -> bool:
     if {type(entry["partitions"]) for entry in consumers.values()} - {int}:
         return False
     numbers = list(chain.from_iterable(lists))
-    if not _ints_within(numbers, 0, PARTITION_LIMIT) or list(chain.from_iterable(starts)) != list(map(str, numbers)):
+    if not _ints_within(numbers, 0, PARTITION_LIMIT):
+        return False
+    top = max(numbers, default=0)
+    text = list(map(str, range(top + 1))) if top < 4 * len(numbers) + 1024 else None  # each number's key made once
+    if list(chain.from_iterable(starts)) != list(map(text.__getitem__ if text else str, numbers)):
         return False
     if not _ints_within(list(chain.from_iterable(map(dict.values, starts))), -2, INT64_LIMIT):
         return False
@@ -305,8 +311,12 @@ def _partitions_consistent(doc: Any) -> bool:
     first_of_list[np.cumsum(sizes)[:-1]] = True  # empty lists add no row
     if not (first_of_list[1:] | (parts[1:] > parts[:-1])).all():
         return False
-    codes, _ = pd.factorize(np.asarray(topics, dtype=object))
-    keys = np.sort(np.repeat(codes.astype(np.int64), sizes) * PARTITION_LIMIT + parts)
+    codes, distinct = factorize(np.asarray(topics, dtype=object))
+    width = top + 1
+    keys = np.repeat(codes.astype(np.int64), sizes) * width + parts
+    if len(distinct) * width <= 4 * len(keys) + 4096:  # dense keys: counted, not sorted
+        return int(np.bincount(keys, minlength=len(distinct) * width).max(initial=0)) <= 1
+    keys.sort()
     return not (keys[1:] == keys[:-1]).any()
 
 

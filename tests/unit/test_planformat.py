@@ -400,3 +400,27 @@ def test_a_follower_started_on_a_store_holding_only_a_malformed_plan_is_one_line
         follower.run()
     assert "\n" not in str(err.value)
     assert not (tmp_path / "claims").exists() or not any((tmp_path / "claims").iterdir())
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["C0", "C1"]), st.sampled_from(["t0", "t1", "t2"]), st.integers(0, 70) | st.integers(0, 2**31 - 1)),
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_the_whole_array_checks_find_a_partition_of_two_consumers(rows: list[tuple[str, str, int]], topics_reversed: bool) -> None:
+    from spark_lag_assign import planformat
+
+    # each consumer's lists ascending and distinct; the same partition may go to both consumers
+    doc = make()
+    held = {c: {t: sorted({p for cc, tt, p in rows if (cc, tt) == (c, t)}) for t in ("t0", "t1", "t2")} for c in ("C0", "C1")}
+    for c, entry in doc["consumers"].items():
+        assign = {t: ps for t, ps in held.get(c, {}).items() if ps}
+        entry["assign"] = assign
+        starting = {t: {str(p): 5 for p in ps} for t, ps in assign.items()}
+        entry["startingOffsets"] = dict(reversed(starting.items())) if topics_reversed else starting
+        entry["partitions"] = sum(map(len, assign.values()))
+    shared = {(t, p) for t in ("t0", "t1", "t2") for p in set(held["C0"][t]) & set(held["C1"][t])}
+    assert planformat._partitions_consistent(doc) == (not shared)
+    assert (planformat._consistent(doc) is None) == (not shared)
