@@ -32,7 +32,7 @@ from spark_lag_assign.planformat import (
     check_plan,
     parse_plan,
 )
-from spark_lag_assign.subscriptions import distinct
+from spark_lag_assign.subscriptions import distinct, partition_keys
 
 if TYPE_CHECKING:
     from spark_lag_assign.rates import Observation, Rates
@@ -107,7 +107,7 @@ def _order(owner: np.ndarray, topic: np.ndarray, part: np.ndarray, topics: int) 
     owners = int(owner.max()) + 1 if len(owner) else 0
     if owners * max(topics, 1) >= 2**32:  # the key would pass 2^63
         return np.lexsort((part, topic, owner))
-    return np.argsort((owner * topics + topic) * np.int64(2**31) + part, kind="stable")
+    return np.argsort(partition_keys(owner * topics + topic, part, 2**31), kind="stable")
 
 
 def _run_starts(*sorted_keys: np.ndarray) -> np.ndarray:

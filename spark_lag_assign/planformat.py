@@ -33,7 +33,7 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_confi
 from typing_extensions import TypedDict
 
 from spark_lag_assign.errors import InputError, PlanError
-from spark_lag_assign.subscriptions import factorize
+from spark_lag_assign.subscriptions import factorize, partition_keys
 
 FORMAT_VERSION: Final = 1
 INT64_LIMIT: Final = 2**63  # Kafka offsets are int64: every offset is below this
@@ -313,7 +313,7 @@ def _partitions_consistent(doc: Any) -> bool:
         return False
     codes, distinct = factorize(np.asarray(topics, dtype=object))
     width = top + 1
-    keys = np.repeat(codes.astype(np.int64), sizes) * width + parts
+    keys = partition_keys(np.repeat(codes, sizes), parts, width)
     if len(distinct) * width <= 4 * len(keys) + 4096:  # dense keys: counted, not sorted
         return int(np.bincount(keys, minlength=len(distinct) * width).max(initial=0)) <= 1
     keys.sort()

@@ -31,7 +31,7 @@ from spark_lag_assign.errors import InputError, StrategyError
 from spark_lag_assign.invariants import check_owner_codes
 from spark_lag_assign.subscriptions import (
     SubscriptionIndex,
-    by_object,
+    factorize,
     run_starts,
     strictly_increasing,
     validate_subscriptions,
@@ -102,15 +102,8 @@ def _factorize_sorted(column: pd.Series) -> tuple[np.ndarray, np.ndarray, np.nda
         return (*_sorted_codes(codes, uniques), None)
     values = column.to_numpy(dtype=object)
     heads = run_starts(values)
-    if heads is None:
-        objects = by_object(values)
-        if objects is not None:  # few objects, as pyarrow makes them: hash one value per object
-            where, numbers = objects
-            codes, uniques = pd.factorize(values[where], use_na_sentinel=True)
-            ranked, names = _sorted_codes(codes, np.asarray(uniques, dtype=object))
-            return ranked[numbers], names, None
-        codes, uniques = pd.factorize(values, use_na_sentinel=True)
-        return (*_sorted_codes(codes, np.asarray(uniques, dtype=object)), None)
+    if heads is None:  # few objects, as pyarrow makes them, are hashed one value per object
+        return (*_sorted_codes(*factorize(values)), None)
     # grouped by topic, as snapshots and plans are: hash and rank one value per run
     firsts = values[heads]
     if strictly_increasing(firsts):  # sorted by topic: the runs are the topics, in order
