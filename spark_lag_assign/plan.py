@@ -324,7 +324,8 @@ def _dumps_parts(value: Any) -> str:
     ``unassigned``, ``topics``, the observed offsets: strings, ints, lists and dicts of them),
     byte for byte, by pydantic-core's encoder: about 3x faster than json's on a million
     partitions. Where the text holds what json would escape and pydantic-core writes as it
-    is (a character beyond ASCII, or DEL), json writes it."""
+    is (a character beyond ASCII, or DEL), json writes it. Not for floats, which the plan's
+    parts never hold (the model refuses them): the two write some exponents differently."""
     try:
         raw = to_json(value)
     except PydanticSerializationError:  # not JSON's types: json says what is wrong
