@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.errors import InputError
+from spark_lag_assign.subscriptions import partition_keys
 
 KEY = ["topic", "partition"]
 PARTITIONS = 2**31  # Kafka's partition ids are int32
@@ -300,14 +301,14 @@ def produce_by_code(
     part = produce["partition"].astype(np.int64).to_numpy()
     rate = produce["produce_rate"].to_numpy(dtype=np.float64)
     known = (topic_codes >= 0) & (part >= 0) & (part < PARTITIONS)
-    key = np.asarray(topic_codes, dtype=np.int64)[known] * PARTITIONS + part[known]
+    key = partition_keys(np.asarray(topic_codes)[known], part[known], PARTITIONS)
     if n == 0 or len(key) == 0:
         return np.zeros(n)
     order = np.argsort(key, kind="stable")
     key, rate = key[order], rate[known][order]
     first = np.r_[True, key[1:] != key[:-1]]
     key, rate = key[first], rate[first]
-    rows = np.asarray(row_topic, dtype=np.int64) * PARTITIONS + np.asarray(partitions, dtype=np.int64)
+    rows = partition_keys(np.asarray(row_topic), np.asarray(partitions), PARTITIONS)
     at = np.minimum(np.searchsorted(key, rows), len(key) - 1)
     got = np.where(key[at] == rows, rate[at], 0.0)
     return np.where(np.isfinite(got) & (got > 0), got, 0.0)
