@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="publish even a plan that drops more than half of the previous plan's partitions (plan.allow_shrink)",
     )  # fmt: skip
     p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
-    p.add_argument("--timings", action="store_true", help="time each phase apart (materializes the lag stage)")
+    p.add_argument("--timings", action="store_true", help="print the time of each phase (read, plan in Spark, check, write)")
 
     s = sub.add_parser("snapshot", help="save a live group's offsets to a file, to replay offline")
     _add_source(s)
@@ -251,7 +251,7 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
         # a Hadoop store opens its file system through the session's Hadoop configuration
         # (spark.hadoop.* settings, Kerberos): Spark must be up before the store is opened
         spark.sparkContext  # noqa: B018
-    result = job.run(settings, spark, materialize=args.timings)
+    result = job.run(settings, spark)
     print(report.summary(result.plan))
     stuck = result.plan.get("cannot_keep_up") or []
     if stuck:

@@ -2,7 +2,7 @@
 
 1. extract the group's offsets (live with kafka-python, or a snapshot file) and the
    previous plan of the output directory;
-2. transform in Spark: lag rules (pandas UDF), then the assignor (applyInPandas);
+2. transform in Spark: the lag rules, then the assignor, in one applyInPandas stage;
 3. check the collected plan with the invariant checker;
 4. load: write the next generation atomically and print a summary.
 
@@ -91,12 +91,12 @@ def plan_rows(
     settings: Settings,
     previous: pd.DataFrame | None,
     timings: Timings,
-    materialize: bool = False,
 ) -> pd.DataFrame:
     """Run lag rules and the assignor in Spark; the plan rows, one per partition, on the driver.
 
     The offsets are on the driver already (validated), and so is the previous plan: each row
     goes to Spark with its previous owner, a join done once here rather than a shuffle in Spark.
+    The lag rules and the assignor run in one applyInPandas stage (``pipeline.plan_partitions``).
     """
     from spark_lag_assign import pipeline
 
@@ -104,21 +104,16 @@ def plan_rows(
         with timings.phase("read"):
             rows = offsets.assign(previous_owner=_previous_owner(offsets, previous))
             df = _to_spark(spark, rows, _input_schema(), Path(scratch))
-        with timings.phase("lag"):
-            lags = df.transform(pipeline.with_lag(settings.reset))
-            if materialize:  # only to time the phases apart; otherwise Spark runs them as one job
-                lags = lags.cache()
-                lags.count()
-        with timings.phase("assign"):
+        with timings.phase("plan"):
             topics = sorted(set(offsets["topic"]))
-            planned = lags.transform(
-                pipeline.assign_partitions(subscriptions, settings.strategy, settings.seed, settings.options, topics)
+            planned = df.transform(
+                pipeline.plan_partitions(
+                    subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, topics
+                )
             )
             out = pipeline.decode_plan(planned.toPandas(), list(subscriptions), topics)
             if len(out) >= RELEASE_ROWS:
                 _release_jvm_heap(spark)
-        if materialize:
-            lags.unpersist()
     return out
 
 
@@ -191,7 +186,7 @@ def _arrow(frame: pd.DataFrame, schema: Any) -> Any:
     return pa.Table.from_pandas(frame[[f.name for f in schema.fields]], schema=pa.schema(fields), preserve_index=False)
 
 
-def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
+def run(settings: Settings, spark: Any) -> Result:
     """Plan once and publish the next generation to the store ``settings.output`` names.
 
     The planner's role is taken before any work (an unreachable or unwritable store fails
@@ -217,9 +212,9 @@ def run(settings: Settings, spark: Any, *, materialize: bool = False) -> Result:
             log.warning("rates: %s", note)
         if settings.strategy == "drain" and rates.read:
             options = {**settings.options, **rates_io.filled(rates, list(subscriptions)).options()}
-            rows = plan_rows(spark, offsets, subscriptions, replace(settings, options=options), previous, timings, materialize)
+            rows = plan_rows(spark, offsets, subscriptions, replace(settings, options=options), previous, timings)
         else:
-            rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings, materialize)
+            rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings)
         with timings.phase("check"):
             assigned = rows[rows["consumer"].notna()]
             # the guard of the write: per-topic stages are checked nowhere else, and whatever a

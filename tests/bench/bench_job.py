@@ -1,7 +1,7 @@
 """The planning job from a snapshot at scale, against its floor: wall time, job / floor, peak memory.
 
     python -m tests.bench.bench_job [--topics 10000] [--partitions 100] [--consumers 1000]
-        [--strategies lag-sticky,lag] [--format csv] [--repeat 1] [--phases]
+        [--strategies lag-sticky,lag] [--format csv] [--repeat 1]
 
 The *floor* is the least a PySpark planner must do, as a bare script (``FLOOR`` below): start a
 local session, read the snapshot with Spark, add the lag column (a column expression), collect
@@ -9,8 +9,8 @@ it and write a round-robin plan as JSON. The *job* is the planner itself, ``spar
 plan --offsets SNAPSHOT --consumers ... --strategy S`` in a fresh process (``JOB``), so that
 Spark's start, the report and the store's write are in it as a user meets them. Floor and
 jobs run back to back, ``--repeat`` times in turn; the table gives the fastest of each and
-job / floor, the number issue 13 holds the job to (<= 1.5x). ``--phases`` adds one run per
-strategy with the lag stage materialized apart (``plan --timings``), to see where time goes.
+job / floor, the number issue 13 holds the job to (<= 1.5x). Each job prints its phases
+(``plan --timings``, which times the run as it is), to see where time goes.
 This script samples the resident memory of each run's whole process tree (Python driver,
 JVM, pandas-UDF workers). Prints tables; asserts nothing.
 """
@@ -70,9 +70,9 @@ JOB = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from spark_lag_assign import cli
-snapshot, consumers, output, strategy, timings = sys.argv[1:6]
+snapshot, consumers, output, strategy = sys.argv[1:5]
 argv = ["plan", "--offsets", snapshot, "--consumers", consumers, "--strategy", strategy, "--output", output]
-code = cli.main(argv + (["--timings"] if timings == "phases" else []))
+code = cli.main(argv + ["--timings"])
 total = time.perf_counter() - t0
 plan = json.load(open(output + "/plan.json")) if code == 0 else {}
 print("RESULT " + json.dumps({"code": code, "total": total, "optimality": plan.get("quality", {}).get("optimality"),
@@ -163,11 +163,10 @@ def run_floor(snap: Path, subs: str, workdir: Path) -> dict[str, object]:
     return {"strategy": "floor", "kind": "floor", "peak_gib": peak / 2**30, **result}
 
 
-def run_once(snap: Path, subs: str, strategy: str, workdir: Path, split: bool = False) -> dict[str, object]:
-    """The planner once, in a fresh process. ``split`` materializes the lag stage so that phases are
-    timed apart (``plan --timings``); otherwise Spark runs lag and assignment as one job, as in production."""
-    out_dir = workdir / f"plan-{strategy}-{'split' if split else 'fused'}-{time.monotonic_ns()}"
-    code, out, err, peak = _measured(["-c", JOB, str(snap), subs, str(out_dir), strategy, "phases" if split else "-"])
+def run_once(snap: Path, subs: str, strategy: str, workdir: Path) -> dict[str, object]:
+    """The planner once, in a fresh process, with its phases (``plan --timings``)."""
+    out_dir = workdir / f"plan-{strategy}-{time.monotonic_ns()}"
+    code, out, err, peak = _measured(["-c", JOB, str(snap), subs, str(out_dir), strategy])
     result = _result(out)
     if code != 0 or result is None or result.get("code") != 0:
         return {"strategy": strategy, "kind": "job", "error": f"exit {code}: {err[-300:]}"}
@@ -177,12 +176,11 @@ def run_once(snap: Path, subs: str, strategy: str, workdir: Path, split: bool = 
             for part in line[len("timings: "):].split(", "):
                 name, _, seconds = part.rpartition(" ")
                 phases[name] = float(seconds.rstrip("s"))
-    name = f"{strategy} (phases apart)" if split else strategy
-    return {"strategy": name, "kind": "phases" if split else "job", "peak_gib": peak / 2**30, "phases": phases, **result}
+    return {"strategy": strategy, "kind": "job", "peak_gib": peak / 2**30, "phases": phases, **result}
 
 
 def compare(
-    snap: Path, subs: str, strategies: Sequence[str], workdir: Path, repeat: int = 1, phases: bool = False, log: bool = True
+    snap: Path, subs: str, strategies: Sequence[str], workdir: Path, repeat: int = 1, log: bool = True
 ) -> list[dict[str, object]]:
     """Floor and each strategy's job back to back, ``repeat`` times in turn; per kind the fastest
     run (its peak memory is the largest seen), jobs with ``floor_ratio`` = job / floor."""
@@ -212,16 +210,14 @@ def compare(
             r["floor_ratio"] = float(r["total"]) / float(floor["total"])  # type: ignore[arg-type]
         rows.append(r)
     rows.append(floor)
-    if phases:
-        rows += [run_once(snap, subs, s, workdir, split=True) for s in strategies]
     return rows
 
 
-PHASES = ["spark start", "read+lag+collect", "extract", "read", "lag", "assign", "check", "write"]
+PHASES = ["spark start", "read+lag+collect", "extract", "read", "plan", "check", "write"]
 
 
 def table(rows: list[dict[str, object]]) -> str:
-    """Fastest total per kind, job / floor, peak memory; phases where a run timed them."""
+    """Fastest total per kind, job / floor, peak memory, the phases of that run."""
     head = ["run", "total s", "job / floor", "peak GiB", "optimality", "phases (s)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
@@ -246,11 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strategies", default="lag-sticky,lag", help="comma-separated (default lag-sticky,lag)")
     parser.add_argument("--format", choices=("csv", "parquet"), default="csv", help="the snapshot's format (default csv)")
     parser.add_argument("--repeat", type=int, default=1, help="floor and jobs in turn this many times; the fastest counts")
-    parser.add_argument("--phases", action="store_true", help="also one run per strategy with phases timed apart")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sla-bench-job-") as tmp:
         snap, subs = snapshot(args.topics, args.partitions, args.consumers, Path(tmp), fmt=args.format)
-        rows = compare(snap, subs, args.strategies.split(","), Path(tmp), args.repeat, args.phases)
+        rows = compare(snap, subs, args.strategies.split(","), Path(tmp), args.repeat)
     print(f"job from a {args.format} snapshot: {args.topics * args.partitions:,} partitions ({args.topics:,} topics), "
           f"{args.consumers:,} consumers, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
     print(table(rows))

@@ -214,3 +214,41 @@ def test_coded_rows_decode_to_the_named_rows(spark, strategy: str) -> None:  # t
     assert rows["consumer_code"].min() == -1  # the unread topic's partition
     decoded = spark.createDataFrame(pipeline.decode_plan(rows, list(subs), topics), schema=pipeline.PLAN_SCHEMA)
     assert_df_equality(decoded, named, ignore_row_order=True, ignore_nullable=True)
+
+
+@pytest.mark.parametrize("strategy", ["range", "lag", "lag-sticky"])
+@pytest.mark.parametrize("reset", ["earliest", "latest"])
+def test_plan_partitions_is_with_lag_then_assign_partitions_in_one_stage(spark, strategy: str, reset: str) -> None:  # type: ignore[no-untyped-def]
+    # offsets that hit every lag rule, more topics than buckets, a previous plan, a topic nobody reads
+    rng = np.random.default_rng(13)
+    rows = []
+    for t in range(pipeline.TOPIC_BUCKETS + 9):
+        for p in range(int(rng.integers(1, 5))):
+            b = int(rng.integers(0, 100))
+            e = b + int(rng.integers(0, 5_000))
+            c = [None, b + (e - b) // 3, b - 1, e + 7, e][int(rng.integers(0, 5))]
+            rows.append((f"t{t:03d}", p, b, e, c))
+    offsets = offsets_df(spark, rows)
+    topics = sorted({r[0] for r in rows})
+    subs = {"a": topics[:-1], "b": topics[:-1:2], "c": topics[: len(topics) // 2]}
+    previous = spark.createDataFrame(
+        [("b", r[0], r[1]) for r in rows[::3] if r[0] in subs["b"]] + [("a", r[0], r[1]) for r in rows[1::4]],
+        schema=pipeline.PREVIOUS_SCHEMA,
+    )
+    with_prev = offsets.transform(pipeline.with_previous_owner(previous)).cache()
+    two = with_prev.transform(pipeline.with_lag(reset)).transform(pipeline.assign_partitions(subs, strategy, seed=4, topics=topics))
+    one = with_prev.transform(pipeline.plan_partitions(subs, strategy, reset, seed=4, topics=topics))
+    assert one.schema == pipeline.PLAN_CODES_SCHEMA
+    assert one.where("consumer_code = -1").count() == sum(r[0] == topics[-1] for r in rows)  # read by nobody
+    frame = pd.DataFrame(rows, columns=[f.name for f in pipeline.OFFSETS_SCHEMA.fields]).astype({"committed_offset": "Int64"})
+    want = sla.compute_lag(frame, reset)
+    got = one.toPandas()
+    assert got["lag"].sum() == want["lag"].sum() > 0  # the rules ran, as the pure ones do
+    assert sorted(got["starting_offset"]) == sorted(want["starting_offset"])
+    assert_df_equality(one, two, ignore_row_order=True)
+    with_prev.unpersist()
+
+
+def test_plan_partitions_refuses_an_unknown_reset_before_spark_runs(spark) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(sla.InputError, match="unknown reset policy 'smallest'"):
+        pipeline.plan_partitions({"a": ["t"]}, "range", "smallest")
