@@ -102,10 +102,16 @@ def plan_rows(
 
     with tempfile.TemporaryDirectory(prefix="spark-lag-assign-") as scratch:
         with timings.phase("read"):
-            rows = offsets.assign(previous_owner=_previous_owner(offsets, previous))
+            # topics cross Spark as codes into their sorted names, both ways
+            codes, names = pd.factorize(offsets["topic"], sort=True)
+            topics = [str(t) for t in names]
+            rows = pd.DataFrame(
+                {"topic_code": codes.astype(np.int32), **{c: offsets[c] for c in _OFFSET_COLUMNS},
+                 "previous_owner": _previous_owner(offsets, previous)},
+                index=offsets.index,
+            )
             df = _to_spark(spark, rows, _input_schema(), Path(scratch))
         with timings.phase("plan"):
-            topics = sorted(set(offsets["topic"]))
             planned = df.transform(
                 pipeline.plan_partitions(
                     subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, topics
@@ -130,12 +136,23 @@ def _release_jvm_heap(spark: Any) -> None:
     spark.sparkContext._jvm.java.lang.System.gc()
 
 
+_OFFSET_COLUMNS = ("partition", "beginning_offset", "end_offset", "committed_offset")
+
+
 def _input_schema() -> Any:
-    from pyspark.sql.types import StringType, StructField, StructType
+    """The offsets as they go to Spark: the topic as a code into the sorted topics, the previous owner."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     from spark_lag_assign import pipeline
 
-    return StructType([*pipeline.OFFSETS_SCHEMA.fields, StructField("previous_owner", StringType(), True)])
+    fields = {f.name: f for f in pipeline.OFFSETS_SCHEMA.fields}
+    return StructType(
+        [
+            StructField("topic_code", IntegerType(), False),
+            *(fields[c] for c in _OFFSET_COLUMNS),
+            StructField("previous_owner", StringType(), True),
+        ]
+    )
 
 
 def _previous_owner(offsets: pd.DataFrame, previous: pd.DataFrame | None) -> pd.Series:

@@ -268,21 +268,29 @@ def _subscribers(subscriptions: Mapping[str, list[str]]) -> dict[str, list[str]]
     return out
 
 
-def _after_lag_rules(apply: Callable[[pd.DataFrame], pd.DataFrame], reset: str) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """``apply`` on a group of offsets rows with the lag rules' ``lag`` and ``starting_offset``
-    added first (``plan_partitions``: one trip through Python for both)."""
+def _prepared(
+    apply: Callable[[pd.DataFrame], pd.DataFrame], reset: str | None, names: pd.Index | None
+) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """``apply`` on a group's rows as the stage functions take them (topic, partition, lag,
+    starting_offset, previous_owner): with ``reset``, the lag rules' columns are made from the
+    offsets first (``plan_partitions``: one trip through Python for both); with ``names``, the
+    rows carry ``topic_code`` into them, and the topic becomes a categorical of those names."""
 
     def run(rows: pd.DataFrame) -> pd.DataFrame:
-        rules = lag_columns(rows["beginning_offset"], rows["end_offset"], rows["committed_offset"], reset)
+        if names is None:
+            topic = rows["topic"]
+        else:
+            codes = rows["topic_code"].to_numpy()
+            topic = pd.Series(pd.Categorical.from_codes(codes, categories=names), index=rows.index)  # type: ignore[arg-type]  # the stubs want a Sequence; an int array is what pandas takes best
+        if reset is None:
+            lag, starting = rows["lag"], rows["starting_offset"]
+        else:
+            rules = lag_columns(rows["beginning_offset"], rows["end_offset"], rows["committed_offset"], reset)
+            lag, starting = rules["lag"], rules["starting_offset"]
         return apply(
             pd.DataFrame(
-                {
-                    "topic": rows["topic"],
-                    "partition": rows["partition"],
-                    "lag": rules["lag"],
-                    "starting_offset": rules["starting_offset"],
-                    "previous_owner": rows["previous_owner"],
-                }
+                {"topic": topic, "partition": rows["partition"], "lag": lag, "starting_offset": starting,
+                 "previous_owner": rows["previous_owner"]}
             )
         )
 
@@ -298,7 +306,9 @@ def _assign_stage(
     reset: str | None,
 ) -> Transform:
     """The applyInPandas stage of ``assign_partitions`` (``reset`` None: its input has the lag
-    columns) and of ``plan_partitions`` (its input has the offsets; the rules run first)."""
+    columns) and of ``plan_partitions`` (its input has the offsets; the rules run first).
+    Given ``topics``, the input may name its topics by ``topic_code`` (an index into them)
+    instead of ``topic``: a million names then cross Spark as ints."""
     spec = get_strategy(strategy)
     subs = validate_subscriptions(subscriptions)  # consumers with the same topics share one list
     options = dict(options or {})
@@ -309,17 +319,22 @@ def _assign_stage(
     def transform(frame: DataFrame) -> DataFrame:
         if "previous_owner" not in frame.columns:
             frame = with_previous_owner(None)(frame)
-        rows = frame.select("topic", "partition", *given, "previous_owner")
+        coded = "topic_code" in frame.columns and "topic" not in frame.columns
+        if coded and codes is None:
+            raise ValueError("rows that name topics by topic_code need the topics it indexes (topics=...)")
+        rows = frame.select("topic_code" if coded else "topic", "partition", *given, "previous_owner")
         if spec.scope == "topic":
             subscribers = _subscribers(subs)
             buckets = max(1, min(TOPIC_BUCKETS, len(subscribers)))
-            bucket = F.pmod(F.xxhash64("topic"), F.lit(buckets)).alias("_bucket")
+            key = F.col("topic_code") if coded else F.xxhash64("topic")
             apply = _topic_rows(strategy, subscribers, seed, codes)
-            grouped = rows.groupBy(bucket)
+            grouped = rows.groupBy(F.pmod(key, F.lit(buckets)).alias("_bucket"))
         else:
             apply = _group_rows(strategy, subs, seed, options, codes)
             grouped = rows.groupBy(F.lit(0).alias("_all"))
-        return grouped.applyInPandas(apply if reset is None else _after_lag_rules(apply, reset), schema)
+        if reset is not None or coded:
+            apply = _prepared(apply, reset, codes.topics if coded and codes is not None else None)
+        return grouped.applyInPandas(apply, schema)
 
     return transform
 

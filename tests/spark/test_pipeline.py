@@ -252,3 +252,22 @@ def test_plan_partitions_is_with_lag_then_assign_partitions_in_one_stage(spark, 
 def test_plan_partitions_refuses_an_unknown_reset_before_spark_runs(spark) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(sla.InputError, match="unknown reset policy 'smallest'"):
         pipeline.plan_partitions({"a": ["t"]}, "range", "smallest")
+
+
+@pytest.mark.parametrize("strategy", ["lag", "lag-sticky"])
+def test_rows_may_name_their_topics_by_code_into_the_topics_given(spark, strategy: str) -> None:  # type: ignore[no-untyped-def]
+    lags, subs, previous = _workload(11)
+    topics = sorted(set(lags["topic"]))
+    frame = lags.assign(starting_offset=5)
+    df = spark.createDataFrame(frame, schema="topic string, partition int, lag long, starting_offset long")
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
+    named = df.transform(pipeline.with_previous_owner(prev_df))
+    position = F.array_position(F.array(*map(F.lit, topics)), F.col("topic")).cast("int") - 1  # 1-based
+    coded = named.select(position.alias("topic_code"), "partition", "lag", "starting_offset", "previous_owner")
+    assert "topic" not in coded.columns
+    want = named.transform(pipeline.assign_partitions(subs, strategy, seed=3, topics=topics))
+    got = coded.transform(pipeline.assign_partitions(subs, strategy, seed=3, topics=topics))
+    assert_df_equality(got, want, ignore_row_order=True)
+    assert sorted(r["topic_code"] for r in got.collect()) == sorted(topics.index(t) for t in lags["topic"])
+    with pytest.raises(ValueError, match="topic_code need the topics"):
+        coded.transform(pipeline.assign_partitions(subs, strategy))
