@@ -107,3 +107,11 @@ def test_a_big_plan_releases_the_jvms_garbage_and_plans_the_same(spark, capsys, 
         plans.append((plan_io.read_plan(out)["consumers"], sum(b.getCollectionCount() for b in full) - before))
     assert plans[0][0] == plans[1][0]
     assert (plans[0][1], plans[1][1]) == (0, 1)  # System.gc() in the driver's JVM, only for the big plan
+
+
+def test_the_local_sessions_jvm_compiles_with_c1_alone_and_keeps_the_log_settings(spark) -> None:  # type: ignore[no-untyped-def]
+    # what the JVM was started with, not what the conf says: a later setting could override it
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    flags = list(runtime.getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in flags, flags
+    assert any(f.startswith("-Dlog4j2.configurationFile=") for f in flags), flags
