@@ -4,7 +4,7 @@
         [--strategies lag-sticky,lag] [--format csv] [--repeat 1]
 
 The *floor* is the least a PySpark planner must do, as a bare script (``FLOOR`` below): start a
-local session, read the snapshot with Spark, add the lag column (a column expression), collect
+local session (``session.local_session``: the planner's own JVM settings), read the snapshot with Spark, add the lag column (a column expression), collect
 it and write a round-robin plan as JSON. The *job* is the planner itself, ``spark-lag-assign
 plan --offsets SNAPSHOT --consumers ... --strategy S`` in a fresh process (``JOB``), so that
 Spark's start, the report and the store's write are in it as a user meets them. Floor and
