@@ -181,7 +181,7 @@ def local_session_factory(spark_conf: dict[str, str], master: str | None) -> Any
 
     _check_master(master)
     conf = {**PLANNER_SPARK_CONF, **spark_conf}
-    return local_session("spark-lag-assign", with_kafka=False, master=master or "local[2]", extra=conf)
+    return local_session("spark-lag-assign", with_kafka=False, master=master or "local[2]", extra=conf, c1_only=True)
 
 
 class SessionOnFirstUse:

@@ -16,8 +16,15 @@ if TYPE_CHECKING:  # the annotation only: importing this module starts nothing
 LOG4J_CONF = jvm.REPO_ROOT / "conf" / "log4j2-spark.properties"
 
 
-def local_conf(*, with_kafka: bool = True, master: str = "local[2]", shuffle_partitions: int = 4) -> dict[str, str]:
-    """Spark settings for local mode: small, quiet, UTC, and the Kafka source's jars when asked."""
+def local_conf(
+    *, with_kafka: bool = True, master: str = "local[2]", shuffle_partitions: int = 4, c1_only: bool = False
+) -> dict[str, str]:
+    """Spark settings for local mode: small, quiet, UTC, and the Kafka source's jars when asked.
+
+    ``c1_only``: the driver JVM (in local mode the executor too) compiles with C1 alone, for a
+    run of seconds, where C2's slower warm-up does not pay back: the planner's console script.
+    In paired runs at a million partitions the planner took 2-2.5 s less (of 18-19 s) with it,
+    the bare floor script 0.5 s less (of 11 s). Sessions that stream for minutes keep C2."""
     conf = {
         "spark.master": master,
         # loopback only: nothing here needs the network, and no warning about the host name
@@ -34,10 +41,9 @@ def local_conf(*, with_kafka: bool = True, master: str = "local[2]", shuffle_par
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
     }
     log4j = [f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}"] if LOG4J_CONF.exists() else []
-    # the driver JVM (local mode: the executor too) compiles with C1 alone. A local session here
-    # lives seconds to minutes, where C2's slower warm-up does not pay back: in paired runs at a
-    # million partitions the planner took 2-2.5 s less (of 18-19 s), its floor script 0.5 s (of 11 s)
-    conf["spark.driver.extraJavaOptions"] = " ".join(["-XX:TieredStopAtLevel=1", *log4j])
+    driver = ["-XX:TieredStopAtLevel=1", *log4j] if c1_only else log4j
+    if driver:
+        conf["spark.driver.extraJavaOptions"] = " ".join(driver)
     if log4j:
         conf["spark.executor.extraJavaOptions"] = log4j[0]
     if with_kafka:
@@ -51,15 +57,17 @@ def local_session(
     with_kafka: bool = True,
     master: str = "local[2]",
     extra: Mapping[str, str] | None = None,
+    c1_only: bool = False,
 ) -> SparkSession:
-    """A local SparkSession whose pandas-UDF workers run this interpreter (they need pyarrow)."""
+    """A local SparkSession whose pandas-UDF workers run this interpreter (they need pyarrow);
+    ``c1_only`` as in ``local_conf``."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName(app_name)
-    for key, value in {**local_conf(with_kafka=with_kafka, master=master), **(extra or {})}.items():
+    for key, value in {**local_conf(with_kafka=with_kafka, master=master, c1_only=c1_only), **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

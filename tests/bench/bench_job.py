@@ -4,7 +4,7 @@
         [--strategies lag-sticky,lag] [--format csv] [--repeat 1]
 
 The *floor* is the least a PySpark planner must do, as a bare script (``FLOOR`` below): start a
-local session (``session.local_session``: the planner's own JVM settings), read the snapshot with Spark, add the lag column (a column expression), collect
+local session with the planner's JVM settings (``local_session(..., c1_only=True)``), read the snapshot with Spark, add the lag column (a column expression), collect
 it and write a round-robin plan as JSON. The *job* is the planner itself, ``spark-lag-assign
 plan --offsets SNAPSHOT --consumers ... --strategy S`` in a fresh process (``JOB``), so that
 Spark's start, the report and the store's write are in it as a user meets them. Floor and
@@ -40,7 +40,7 @@ t0 = time.perf_counter()
 import numpy as np
 from pyspark.sql import functions as F
 from spark_lag_assign.session import local_session
-spark = local_session("bench-floor", with_kafka=False)
+spark = local_session("bench-floor", with_kafka=False, c1_only=True)  # the planner's JVM settings
 started = time.perf_counter() - t0
 snapshot, consumers, output = sys.argv[1:4]
 schema = "topic string, partition int, beginning_offset long, end_offset long, committed_offset long"

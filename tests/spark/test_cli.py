@@ -109,9 +109,23 @@ def test_a_big_plan_releases_the_jvms_garbage_and_plans_the_same(spark, capsys, 
     assert (plans[0][1], plans[1][1]) == (0, 1)  # System.gc() in the driver's JVM, only for the big plan
 
 
-def test_the_local_sessions_jvm_compiles_with_c1_alone_and_keeps_the_log_settings(spark) -> None:  # type: ignore[no-untyped-def]
-    # what the JVM was started with, not what the conf says: a later setting could override it
-    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    flags = list(runtime.getInputArguments())
-    assert "-XX:TieredStopAtLevel=1" in flags, flags
-    assert any(f.startswith("-Dlog4j2.configurationFile=") for f in flags), flags
+_JVM_FLAGS = """
+import json
+from spark_lag_assign.cli import local_session_factory
+spark = local_session_factory({}, None)
+print("FLAGS " + json.dumps(list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())))
+"""
+
+
+def test_the_planners_own_session_compiles_with_c1_alone_and_streaming_sessions_do_not(spark) -> None:  # type: ignore[no-untyped-def]
+    import json
+    import subprocess
+    import sys
+
+    # what the JVMs were started with, not what a conf says: a later setting could override it
+    out = subprocess.run([sys.executable, "-c", _JVM_FLAGS], capture_output=True, text=True, timeout=300, check=True).stdout
+    planner = json.loads(next(line for line in out.splitlines() if line.startswith("FLAGS "))[len("FLAGS "):])
+    assert "-XX:TieredStopAtLevel=1" in planner, planner
+    assert any(f.startswith("-Dlog4j2.configurationFile=") for f in planner), planner
+    shared = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" not in shared and any(f.startswith("-Dlog4j2.configurationFile=") for f in shared), shared
