@@ -91,20 +91,21 @@ def plan_rows(
     settings: Settings,
     previous: pd.DataFrame | None,
     timings: Timings,
+    topics: tuple[list[str], np.ndarray],
 ) -> pd.DataFrame:
     """Run lag rules and the assignor in Spark; the plan rows, one per partition, on the driver.
 
     The offsets are on the driver already (validated), and so is the previous plan: each row
     goes to Spark with its previous owner, a join done once here rather than a shuffle in Spark.
     The lag rules and the assignor run in one applyInPandas stage (``pipeline.plan_partitions``).
+    ``topics``: the sorted topic names and each offsets row's code into them (``_topics``);
+    topics cross Spark as these codes, both ways.
     """
     from spark_lag_assign import pipeline
 
     with tempfile.TemporaryDirectory(prefix="spark-lag-assign-") as scratch:
         with timings.phase("read"):
-            # topics cross Spark as codes into their sorted names, both ways
-            codes, names = pd.factorize(offsets["topic"], sort=True)
-            topics = [str(t) for t in names]
+            names, codes = topics
             rows = pd.DataFrame(
                 {"topic_code": codes.astype(np.int32), **{c: offsets[c] for c in _OFFSET_COLUMNS},
                  "previous_owner": _previous_owner(offsets, previous)},
@@ -114,10 +115,10 @@ def plan_rows(
         with timings.phase("plan"):
             planned = df.transform(
                 pipeline.plan_partitions(
-                    subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, topics
+                    subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, names
                 )
             )
-            out = pipeline.decode_plan(planned.toPandas(), list(subscriptions), topics)
+            out = pipeline.decode_plan(planned.toPandas(), list(subscriptions), names)
             if len(out) >= RELEASE_ROWS:
                 _release_jvm_heap(spark)
     return out
@@ -134,6 +135,12 @@ def _release_jvm_heap(spark: Any) -> None:
     keeps 0.85 GiB resident without it and 0.6 GiB with it, where the two processes' peaks
     meet (a fraction of a second)."""
     spark.sparkContext._jvm.java.lang.System.gc()
+
+
+def _topics(offsets: pd.DataFrame) -> tuple[list[str], np.ndarray]:
+    """The sorted topic names of ``offsets`` and each row's code into them, in one pass."""
+    codes, names = pd.factorize(offsets["topic"], sort=True)
+    return [str(t) for t in names], codes
 
 
 _OFFSET_COLUMNS = ("partition", "beginning_offset", "end_offset", "committed_offset")
@@ -222,16 +229,16 @@ def run(settings: Settings, spark: Any) -> Result:
                 earlier = rates_io.Observation(0.0, observed.offsets)
                 offsets = extract_offsets(settings, settings.offsets_later)
                 observed = rates_io.Observation(float(settings.interval or 0), offsets.loc[:, list(observed.offsets.columns)])
-        topics = sorted(set(offsets["topic"]))
-        subscriptions = validate_subscriptions(settings.resolved_subscriptions(topics))
+        topics = _topics(offsets)
+        subscriptions = validate_subscriptions(settings.resolved_subscriptions(topics[0]))
         rates = measured_rates(settings, list(subscriptions), current, observed, earlier)
         for note in rates.notes:
             log.warning("rates: %s", note)
         if settings.strategy == "drain" and rates.read:
             options = {**settings.options, **rates_io.filled(rates, list(subscriptions)).options()}
-            rows = plan_rows(spark, offsets, subscriptions, replace(settings, options=options), previous, timings)
+            rows = plan_rows(spark, offsets, subscriptions, replace(settings, options=options), previous, timings, topics)
         else:
-            rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings)
+            rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings, topics)
         with timings.phase("check"):
             assigned = rows[rows["consumer"].notna()]
             # the guard of the write: per-topic stages are checked nowhere else, and whatever a
