@@ -56,6 +56,8 @@ if TYPE_CHECKING:
     from spark_lag_assign.plan import Plan
 
 TopicPartition = tuple[str, int]
+#: a claim's version: (incarnation, seq); what a fence note names
+Version = tuple[str, int]
 
 
 class StoreError(PlanError):
@@ -86,8 +88,11 @@ class ClaimRecord:
     another claim; a partition missing from ``holds`` is released. ``lease``: seconds within
     which the writer stops reading after its last write, by its own clock, if it cannot
     write again (readers measure it with their own clock, from when they first see a record).
-    ``state`` and the fields after it are for people and logs; the protocol reads only
-    consumer, incarnation, seq, generation, holds and lease.
+    ``fences``: consumer -> the claim version of it whose lease this writer saw run out and
+    whose commits it fences (or fenced): written *before* the fence, so that a pipeline that
+    reopens its committer and then reads the claims learns it was replaced.
+    ``state`` and the fields after ``fences`` are for people and logs; the protocol reads only
+    consumer, incarnation, seq, generation, holds, lease and fences.
     """
 
     consumer: str
@@ -97,6 +102,7 @@ class ClaimRecord:
     holds: frozenset[TopicPartition]
     lease: float
     state: str = ""
+    fences: Mapping[str, Version] = field(default_factory=dict)
     committed: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     host: str = ""
     pid: int = 0
@@ -124,6 +130,7 @@ class ClaimRecord:
                 "holds": self.assign(),
                 "lease": self.lease,
                 "state": self.state,
+                "fences": {c: [v[0], v[1]] for c, v in sorted(self.fences.items())},
                 "committed": {t: dict(ps) for t, ps in self.committed.items()},
                 "host": self.host or socket.gethostname(),
                 "pid": self.pid or os.getpid(),
@@ -157,6 +164,7 @@ class ClaimRecord:
                 holds=parts,
                 lease=_number(doc["lease"], "lease"),
                 state=str(doc.get("state", "")),
+                fences=_fences(doc.get("fences") or {}),
                 committed=doc.get("committed") or {},
                 host=str(doc.get("host", "")),
                 pid=int(doc.get("pid", 0) or 0),
@@ -169,6 +177,17 @@ class ClaimRecord:
         if consumer is not None and record.consumer != consumer:
             raise ValueError(f"a claim of {record.consumer!r} stored under {consumer!r}")
         return record
+
+
+def _fences(value: Any) -> dict[str, Version]:
+    if not isinstance(value, dict):
+        raise TypeError("fences must map consumers to [incarnation, seq]")
+    out: dict[str, Version] = {}
+    for consumer, version in value.items():
+        if not isinstance(version, list) or len(version) != 2:
+            raise TypeError(f"fences of {consumer!r} must be [incarnation, seq]")
+        out[str(consumer)] = (_str(version[0], "a fenced incarnation"), _int(version[1], "a fenced seq"))
+    return out
 
 
 def _int(value: Any, what: str) -> int:
@@ -252,6 +271,7 @@ class ClaimWriter(ABC):
         lease: float,
         state: str = "",
         committed: Mapping[str, Mapping[str, int]] | None = None,
+        fences: Mapping[str, Version] | None = None,
     ) -> ClaimRecord:
         """Write the next claim of this incarnation and return it as stored; when this returns,
         every later ``claims()`` call (by anyone) sees it or a newer one. ``ClaimFencedError``
@@ -349,4 +369,5 @@ __all__ = [
     "Store",
     "StoreError",
     "TopicPartition",
+    "Version",
 ]

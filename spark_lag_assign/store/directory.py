@@ -73,6 +73,7 @@ from spark_lag_assign.store.base import (
     Store,
     StoreError,
     TopicPartition,
+    Version,
 )
 
 if TYPE_CHECKING:
@@ -706,6 +707,7 @@ class _DirectoryClaimWriter(ClaimWriter):
         lease: float,
         state: str,
         committed: Mapping[str, Mapping[str, int]] | None,
+        fences: Mapping[str, Version] | None = None,
     ) -> ClaimRecord:
         self._seq += 1
         return ClaimRecord(
@@ -716,6 +718,7 @@ class _DirectoryClaimWriter(ClaimWriter):
             holds=frozenset((str(t), int(p)) for t, p in holds),
             lease=float(lease),
             state=state,
+            fences=dict(fences or {}),
             committed={t: dict(ps) for t, ps in (committed or {}).items()},
             host=socket.gethostname(),
             pid=os.getpid(),
@@ -749,10 +752,11 @@ class _DirectoryClaimWriter(ClaimWriter):
         lease: float,
         state: str = "",
         committed: Mapping[str, Mapping[str, int]] | None = None,
+        fences: Mapping[str, Version] | None = None,
     ) -> ClaimRecord:
         store = self._store
         with self._lock:
-            record = self._record(generation, holds, lease, state, committed)
+            record = self._record(generation, holds, lease, state, committed, fences)
             data = record.to_json().encode()
             number = self._last + 1
             with store._io(f"write a claim of {self.consumer}"):

@@ -92,6 +92,7 @@ from spark_lag_assign.store.base import (
     Store,
     StoreError,
     TopicPartition,
+    Version,
     _now,
     _versions,
 )
@@ -870,6 +871,7 @@ class _KafkaClaimWriter(ClaimWriter):
         lease: float,
         state: str = "",
         committed: Mapping[str, Mapping[str, int]] | None = None,
+        fences: Mapping[str, Version] | None = None,
     ) -> ClaimRecord:
         store = self.store
         if self._fenced:
@@ -886,6 +888,7 @@ class _KafkaClaimWriter(ClaimWriter):
             holds=frozenset((str(t), int(p)) for t, p in holds),
             lease=float(lease),
             state=state,
+            fences={str(c): (str(v[0]), int(v[1])) for c, v in (fences or {}).items()},
             committed={str(t): {str(p): int(o) for p, o in ps.items()} for t, ps in (committed or {}).items()},
             host=socket.gethostname(),
             pid=os.getpid(),
