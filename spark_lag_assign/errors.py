@@ -65,5 +65,9 @@ class CommitFencedError(KafkaCommitError):
     """The partition has a newer owner: a commit under an older generation was refused."""
 
 
+class CommitHeldError(KafkaCommitError):
+    """The committer has no producer that its handover confirmed: the commit waits (and is retried)."""
+
+
 class ShrinkRefusedError(PlanError):
     """The new plan drops most of the previous generation's partitions, and that was not allowed."""

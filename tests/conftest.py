@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 if TYPE_CHECKING:
     from spark_lag_assign.testing.localkafka import LocalKafka
@@ -31,7 +31,8 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 #   ci             the default (``make test``, ``make test-unit``): 200 examples per property
 #   thorough       ``make test-thorough``: 10,000 per property; hunting bugs, not in CI
 #   unit-thorough  ``make test-protocol``: the handover state machine at 1,000 runs of up to
-#                  120 steps each (the protocol's claim rests on that many steps)
+#                  120 steps each
+#   mutation       ``make test-mutation``: ci's examples, no shrinking
 settings.register_profile(
     "ci",
     derandomize=True,
@@ -42,6 +43,9 @@ settings.register_profile(
 )
 settings.register_profile("thorough", settings.get_profile("ci"), max_examples=10_000)
 settings.register_profile("unit-thorough", settings.get_profile("ci"), max_examples=1_000)
+# ``make test-mutation``: exactly the ci profile's examples (so a mutant is killed by what
+# ``make test`` runs), without shrinking a failure, which only costs time there
+settings.register_profile("mutation", settings.get_profile("ci"), phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 # an explicit --hypothesis-profile on the command line wins over the suite's default
 if settings.get_current_profile_name() == "default":

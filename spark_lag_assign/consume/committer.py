@@ -10,7 +10,10 @@ in production a transactional commit that a newer owner of the partitions can fe
 A failed commit is logged and stays pending: the next batch (or idle event, or the final
 commit of a handover) commits the furthest offsets seen, so the group catches up and never
 moves backwards. A *refused* commit (``CommitFencedError``: someone took the partitions
-over) is never retried: the committer tells the follower, which stops reading at once.
+over) is never retried: the committer tells the follower, which stops reading at once. A
+*held* commit (``CommitHeldError``: a failure closed the producer, and only the handover
+may open another) stays pending like a failed one; a final commit that is held returns at
+once, so that the follower can go through the handover and retry it.
 Nothing here raises into Spark.
 """
 
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign.consume.options import Offsets, TopicPartition, parse_source_offsets
-from spark_lag_assign.errors import CommitFencedError, InputError, KafkaCommitError, one_line
+from spark_lag_assign.errors import CommitFencedError, CommitHeldError, InputError, KafkaCommitError, one_line
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQueryListener
@@ -102,8 +105,9 @@ class ProgressCommitter:
                 if tp in entry.partitions and offset >= 0 and offset > entry.latest.get(tp, -1):
                     entry.latest[tp] = offset
 
-    def _flush(self, query_id: str, entry: _Tracked) -> bool:
-        """Commit what is new; True when nothing is left pending. Raises CommitFencedError."""
+    def _flush(self, query_id: str, entry: _Tracked, *, final: bool = False) -> bool:
+        """Commit what is new; True when nothing is left pending. Raises CommitFencedError, and
+        for a ``final`` commit CommitHeldError."""
         if entry.refused:
             raise CommitFencedError(f"commits of query {query_id} were refused: its partitions have a newer owner")
         todo = {tp: o for tp, o in entry.latest.items() if entry.committed.get(tp) != o}
@@ -117,6 +121,12 @@ class ProgressCommitter:
             if self._on_refused is not None:
                 self._on_refused(query_id)
             raise
+        except CommitHeldError as exc:
+            self.failures += 1
+            log.warning("commit of %d offset(s) waits (query %s): %s", len(todo), query_id, one_line(exc))
+            if final:
+                raise
+            return False
         except Exception as exc:  # noqa: BLE001 - a commit must never fail the query: log it and retry later
             self.failures += 1
             log.warning(
@@ -161,8 +171,9 @@ class ProgressCommitter:
         """The final commit of a stopped query: retried until ``timeout``; then it stops being tracked.
 
         Returns the offsets the group holds from it. Raises ``CommitFencedError`` at once if
-        the commit is refused, and ``KafkaCommitError`` if the last offsets could not be
-        committed in time (the query then stays tracked, still pending).
+        the commit is refused, ``CommitHeldError`` at once if it waits for the handover to open
+        a producer, and ``KafkaCommitError`` if the last offsets could not be committed in time
+        (in both cases the query stays tracked, still pending).
         """
         from spark_lag_assign.retry import within
 
@@ -174,7 +185,7 @@ class ProgressCommitter:
 
         def attempt() -> Offsets:
             with self._lock:
-                if not self._flush(str(query_id), entry):
+                if not self._flush(str(query_id), entry, final=True):
                     raise _Pending()
                 self._queries.pop(str(query_id), None)
                 return dict(entry.committed)

@@ -3,9 +3,11 @@
 The decisions are ``spark_lag_assign.consume.protocol.Handover``'s; this class only performs
 them against the real world (the store, Kafka, Spark) and reports what happened. Its loop::
 
-    action = handover.next(now)      # Write | ReadClaims | ReadPlan | Fence | Start | Stop | Wait | Exit
+    action = handover.next(now)      # Write | ReadClaims | ReadPlan | Fence | OpenCommits | AllowCommits
+                                     # | FinishCommit | Start | Stop | Wait | Exit
     perform(action)                  # one store call, one Kafka call or one Spark call
-    handover.<outcome>(...)          # wrote / saw_claims / saw_plan / fenced_commits / started / stopped
+    handover.<outcome>(...)          # wrote / saw_claims / saw_plan / fenced_commits / commits_opened /
+                                     # started / stopped
 
 ``now`` is always this process's monotonic clock, so a pause of the whole process (a GC
 pause, SIGSTOP, a slow node) shows up as time that passed: on resuming, the first thing
@@ -18,7 +20,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,10 +40,13 @@ from spark_lag_assign.consume.options import (
     tp_names,
 )
 from spark_lag_assign.consume.protocol import (
+    AllowCommits,
     Exit,
     Fence,
+    FinishCommit,
     Handover,
     Holds,
+    OpenCommits,
     ReadClaims,
     ReadPlan,
     Start,
@@ -60,6 +65,7 @@ from spark_lag_assign.consume.reading import (
 )
 from spark_lag_assign.errors import (
     CommitFencedError,
+    CommitHeldError,
     HandoverTimeoutError,
     KafkaCommitError,
     KafkaReadError,
@@ -175,6 +181,7 @@ class PlanFollower:
         self._committed: Offsets = {}
         self._refusals = 0
         self._failure: BaseException | None = None  # the query's own error, raised when the run ends
+        self._pending_query: str | None = None  # a stopped query whose final commit waits for a producer
         self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
 
     # -- public
@@ -197,7 +204,7 @@ class PlanFollower:
         """True while this pipeline may write what it reads: it reads, and its lease has not
         lapsed by its own clock. A sink checks it before it writes a batch."""
         core = self._core
-        return core is not None and core.reading is not None and not core.zombie and self.clock() < core.deadline()
+        return core is not None and core.lease_valid(self.clock())
 
     def write_batch(
         self, offsets: Mapping[TopicPartition, int], topic: str | None = None, records: Any = ()
@@ -316,6 +323,12 @@ class PlanFollower:
                 self._read_plan(core, action)
             elif isinstance(action, Fence):
                 self._fence(core, action)
+            elif isinstance(action, OpenCommits):
+                self._open_commits(core, action)
+            elif isinstance(action, AllowCommits):
+                self._allow_commits(core)
+            elif isinstance(action, FinishCommit):
+                self._finish_commit(core, action)
             elif isinstance(action, Start):
                 self._start(core, action)
             elif isinstance(action, Stop):
@@ -331,10 +344,12 @@ class PlanFollower:
             self._refused.clear()
             if core.reading is not None:
                 core.refused_commit()
+        if self._commit is not None and core.commits is not None and self._commit.lost:
+            core.commits_lost()  # a failure closed the producer: the handover reopens it, never the committer
         query = self._query
         if query is not None and core.reading is not None and not core.commit_refused and not query.isActive:
             error = query.exception()  # a refused write_batch ends the query too: that is no failure
-            if self.clock() >= core.deadline():
+            if not core.query_ended(error is not None, self.clock()):
                 # our lease lapsed before we saw it end: a pause of this whole process (its
                 # Kafka calls time out on resuming). The lapse stops it; we claim again.
                 log.warning("%s: the query ended while its lease had lapsed: %s", self.consumer, one_line(error) if error else "no error")
@@ -342,7 +357,6 @@ class PlanFollower:
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
                 self._failure = error
-            core.query_ended(failed=error is not None)
 
     def _event(self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None) -> None:
         """Record an event; by default under the plan generation seen and what is being read."""
@@ -374,7 +388,9 @@ class PlanFollower:
     def _write(self, core: Handover, writer: Any, action: Write) -> None:
         sent = self.clock()
         try:
-            record = writer.write(action.generation, action.holds, self.lease, action.state, self._committed_json())
+            record = writer.write(
+                action.generation, action.holds, self.lease, action.state, self._committed_json(), dict(action.fences)
+            )
         except ClaimFencedError:
             log.warning("%s: a newer incarnation took the consumer id over: stopping", self.consumer)
             core.write_failed(fenced=True, now=self.clock())
@@ -425,6 +441,34 @@ class PlanFollower:
         log.info("%s: %s's lease ran out; its commits are fenced", self.consumer, action.consumer)
         self._event("fence", action.consumer)
 
+    def _open_commits(self, core: Handover, action: OpenCommits) -> None:
+        """A new producer of our commit id (a new epoch); the handover checks it before commits go."""
+        if self._commit is not None:
+            try:
+                self._commit.open()
+            except KafkaCommitError as exc:
+                log.warning("%s: opening its committer failed, retrying: %s", self.consumer, exc)
+                self._pause(1.0)
+                return
+        core.commits_opened(action.version, self.clock())
+        self._event("open-commits", f"{action.version[0][:8]}/{action.version[1]}")
+
+    def _allow_commits(self, core: Handover) -> None:
+        if self._commit is not None:
+            self._commit.allow(new_query=False)
+        core.commits_allowed_now()
+        log.info("%s: its committer was reopened and checked; commits go again", self.consumer)
+        self._event("allow-commits")
+
+    def _finish_commit(self, core: Handover, action: FinishCommit) -> None:
+        """Retry the final commit of a stopped query, through the producer the handover reopened."""
+        query_id = self._pending_query
+        result = "skipped"
+        committed: Offsets = {}
+        if query_id is not None:
+            result, committed = self._final_commit(query_id, [])
+        self._finish_stop(core, result, committed, f"the final commit of generation {action.generation}", "final-commit")
+
     def _start_offsets(self, plan: plan_io.Plan, assign: dict[str, list[int]]) -> dict[str, dict[str, int]]:
         """The group's committed offsets (else the reset rule), never behind what a releasing
         owner said in its claim it had committed (the group may not show it yet)."""
@@ -468,16 +512,16 @@ class PlanFollower:
         if plan is None:
             raise PlanError(f"generation {action.generation} is gone from {self.store.uri} before {self.consumer} started it")
         assign = _assign_of(action.holds)
-        if self._commit is not None:
-            self._commit.open()  # fences our own earlier incarnation's commits; clears a fencing we went through
         starting = self._start_offsets(plan, assign)
-        if self.clock() >= core.deadline() - core.renew_every:
+        if not core.may_start(self.clock()):
             # opening the committer or reading offsets was slow (a broker clearing a killed
             # predecessor's transaction): start only with most of a lease ahead, as decided
             log.info("%s renews its claim before it starts: the lease ran low while preparing", self.consumer)
             return
         stream = stream_for(self.spark, plan, self.consumer, self.store.uri, starting, self.options)
         checkpoint = join_uri(self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}")
+        if self._commit is not None:
+            self._commit.allow(new_query=True)  # opened under our claim and checked after the open
         query = self.start_query(stream, checkpoint)
         self._query = query
         self.committer.track(str(query.id), action.holds)
@@ -490,7 +534,6 @@ class PlanFollower:
 
     def _stop(self, core: Handover, action: Stop) -> None:
         query = self._query
-        reading = core.reading
         result = "skipped"
         committed: Offsets = {}
         if query is not None:
@@ -503,23 +546,40 @@ class PlanFollower:
                     )  # fmt: skip
                 progress = query.lastProgress
                 ends = [s.endOffset for s in progress.sources] if progress is not None else []
-                try:
-                    committed = self.committer.finish(str(query.id), ends, timeout=self.commit_timeout)
-                    self._committed.update(committed)
-                    result = "ok"
-                except CommitFencedError:
-                    result = "refused"
-                except KafkaCommitError as exc:
-                    log.error("%s keeps its claim: %s", self.consumer, one_line(exc))
-                    result = "failed"
+                result, committed = self._final_commit(str(query.id), ends)
             else:
                 query.stop()  # at once: whatever it read after its lease lapsed is not committed
                 self.committer.untrack(str(query.id))
             self._query = None
-        log.info("%s stops reading: %s (commit: %s)", self.consumer, action.reason, result)
+        elif self._pending_query is not None:  # a final commit that waited is dropped (the lease ran out)
+            self.committer.untrack(self._pending_query)
+            self._pending_query = None
+        self._finish_stop(core, result, committed, action.reason, "stop" if query is not None else "drop")
+
+    def _final_commit(self, query_id: str, ends: Sequence[str | None]) -> tuple[str, Offsets]:
+        """The final commit of a stopped query: ok | refused | held (waits for a producer) | failed."""
+        try:
+            committed = self.committer.finish(query_id, ends, timeout=self.commit_timeout)
+        except CommitFencedError:
+            return "refused", {}
+        except CommitHeldError:
+            self._pending_query = query_id
+            return "held", {}
+        except KafkaCommitError as exc:
+            log.error("%s keeps its claim: %s", self.consumer, one_line(exc))
+            return "failed", {}
+        self._pending_query = None
+        self._committed.update(committed)
+        return "ok", committed
+
+    def _finish_stop(self, core: Handover, result: str, committed: Offsets, reason: str, kind: str) -> None:
+        stint = core.reading or core.final_pending
+        if self._commit is not None:
+            self._commit.close()  # every start opens a new producer, through the handover's check
+        log.info("%s stops reading: %s (commit: %s)", self.consumer, reason, result)
         # the detail is what the final commit left in the group: where a successor starts
         detail = json.dumps({f"{t}-{p}": o for (t, p), o in sorted(committed.items())})
-        self._event("stop", detail, reading.generation if reading else None, reading.holds if reading else None)
+        self._event(kind, detail, stint.generation if stint else None, stint.holds if stint else None)
         core.stopped(result)
 
     def _wait(self, core: Handover, action: Wait) -> None:
@@ -564,7 +624,10 @@ class PlanFollower:
         self._commit(offsets, generation)
 
     def _reading_generation(self) -> int:
-        return self.generation
+        """The generation a commit names: the running query's, or the stopped one's whose final commit waits."""
+        core = self._core
+        stint = (core.reading or core.final_pending) if core is not None else None
+        return stint.generation if stint is not None else 0
 
     def _on_refused(self, query_id: str) -> None:
         self._refusals += 1

@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from spark_lag_assign.consume.gate import CommitGate
 from spark_lag_assign.consume.options import TopicPartition
-from spark_lag_assign.errors import CommitFencedError, KafkaCommitError, one_line
+from spark_lag_assign.errors import CommitFencedError, CommitHeldError, KafkaCommitError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,8 @@ def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:
     kafka-python 3.0.12 waits for both without a bound, so a broker that is away would hang
     the commit (and the micro-batch listener behind it) until it came back. This does what
     those two methods do, through the same transaction manager, but with a bounded wait; a
-    timeout leaves the transaction undecided, so the caller closes the producer and the
-    next commit opens a new one (whose ``init_transactions`` aborts the undecided one).
+    timeout leaves the transaction undecided, so the caller closes the producer; the next
+    one, opened through the handover, aborts it with its ``init_transactions``.
     """
     from kafka.errors import KafkaTimeoutError
 
@@ -126,9 +127,12 @@ def fence(
 class FencedGroupCommit:
     """Commits one consumer's offsets to ``group``, each commit one transaction (module docstring).
 
-    Opening it (the first call, or ``open()``) fences earlier holders of the id; after it
-    was fenced itself, every call raises ``CommitFencedError`` until ``open()`` is called
-    again by a pipeline that went back through the whole handover check.
+    Its decisions are a ``CommitGate``'s (``spark_lag_assign.consume.gate``): it sends only
+    while the gate is open, and it never opens a producer by itself. ``open()`` takes a new
+    epoch of the id (fencing our own earlier producers); ``allow()`` lets commits go. Both are
+    called by the pipeline's handover (``PlanFollower``), after it checked that no successor
+    fenced this consumer; a commit after a failure that closed the producer raises
+    ``CommitHeldError`` until the handover has reopened it.
     """
 
     def __init__(
@@ -140,6 +144,7 @@ class FencedGroupCommit:
         *,
         client_options: Mapping[str, Any] | None = None,
         timeout_ms: int = 15000,
+        producer_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.group = group
@@ -147,20 +152,23 @@ class FencedGroupCommit:
         self.consumer = consumer
         self.client_options = dict(client_options or {})
         self.timeout_ms = timeout_ms
+        # kafka-python's transactional producer; the handover model passes a model broker's
+        self._new_producer = producer_factory or (
+            lambda: _producer(self.bootstrap_servers, self.transactional_id, self.client_options, self.timeout_ms)
+        )
+        self.gate = CommitGate()
         self._producer: Any = None
-        self._fenced = False
-        self._high: dict[TopicPartition, int] = {}  # the furthest committed since open()
         self._lock = threading.RLock()
 
-    def open(self, *, new_query: bool = True) -> None:
-        """(Re)open the producer: fences any other holder of the id, clears our own fencing.
-        A new query starts its forward-only offsets afresh; a reopen after a failure does not."""
+    def open(self) -> None:
+        """Open a producer of the id: ``init_transactions`` fences every other producer of it and
+        aborts a transaction one of them left open. Commits stay held until ``allow()``."""
         from kafka.errors import KafkaError
 
         with self._lock:
             self._close_locked()
             try:
-                producer = _producer(self.bootstrap_servers, self.transactional_id, self.client_options, self.timeout_ms)
+                producer = self._new_producer()
             except (KafkaError, OSError, ValueError, TypeError, AssertionError) as exc:
                 raise KafkaCommitError(f"opening the committer {self.transactional_id} failed: {one_line(exc)}") from None
             try:
@@ -168,13 +176,22 @@ class FencedGroupCommit:
             except (KafkaError, OSError) as exc:
                 producer.close(timeout=5)
                 raise KafkaCommitError(f"opening the committer {self.transactional_id} failed: {one_line(exc)}") from None
-            self._producer, self._fenced = producer, False
-            if new_query:
-                self._high = {}
+            self._producer = producer
+            self.gate.opened()
+
+    def allow(self, *, new_query: bool) -> None:
+        """Let commits go; a new query's forward-only offsets start afresh."""
+        with self._lock:
+            self.gate.allow(new_query=new_query)
 
     @property
     def fenced(self) -> bool:
-        return self._fenced
+        return self.gate.state == "fenced"
+
+    @property
+    def lost(self) -> bool:
+        """The producer is gone (a failure closed it): only the handover may open another."""
+        return self.gate.lost
 
     def __call__(self, offsets: Mapping[TopicPartition, int], generation: int) -> None:
         """Commit ``{(topic, partition): next offset}`` under ``generation``."""
@@ -190,22 +207,23 @@ class FencedGroupCommit:
         """Send ``records`` (key, value) to ``topic`` and commit ``offsets`` in one transaction.
 
         ``CommitFencedError`` if a newer owner fenced this id (nothing of it becomes visible);
-        ``KafkaCommitError`` if Kafka failed (nothing is committed; the next call retries).
+        ``CommitHeldError`` while the producer waits for the handover to (re)open it;
+        ``KafkaCommitError`` if Kafka failed (nothing is committed, the producer is closed).
         """
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition as KafkaTP
 
         records = list(records)
         with self._lock:
-            # one query's commits only move forward, whatever order the listener's progress
-            # reports and a sink's transactions arrive in (both commit through this lock)
-            offsets = {tp: o for tp, o in offsets.items() if o > self._high.get(tp, -1)}
-            if not offsets and not records:
+            verdict, offsets = self.gate.decide(offsets, bool(records))
+            if verdict == "skip":
                 return
-            if self._fenced:
+            if verdict == "refuse":
                 raise CommitFencedError(f"{self.consumer}'s commits are fenced: its partitions have a newer owner")
-            if self._producer is None:
-                self.open(new_query=False)
+            if verdict == "hold":
+                raise CommitHeldError(
+                    f"{self.consumer}'s committer waits for its handover to open a producer of {self.transactional_id}"
+                )
             producer = self._producer
             note = metadata(self.consumer, generation)
             try:
@@ -222,16 +240,17 @@ class FencedGroupCommit:
                         self.group,
                     )
                 _bounded(producer, "commit_transaction", self.timeout_ms)
-                self._high.update(offsets)
+                self.gate.sent(offsets)
             except (KafkaError, OSError, AssertionError) as exc:
-                if _is_fenced(exc):
-                    self._fenced = True
-                    self._close_locked()
+                fenced = _is_fenced(exc)
+                self.gate.failed(fenced=fenced)
+                # an abortable or broken producer is not reused, and a new one is the handover's to open
+                self._close_locked()
+                if fenced:
                     raise CommitFencedError(
                         f"{self.consumer}'s commit under generation {generation} was refused: "
                         f"a newer owner fenced {self.transactional_id}"
                     ) from None
-                self._close_locked()  # an abortable or broken state is not reused: reopen next time
                 raise KafkaCommitError(f"committing offsets for group {self.group} failed: {one_line(exc)}") from None
 
     def _close_locked(self) -> None:
@@ -243,7 +262,9 @@ class FencedGroupCommit:
                 log.debug("closing the committer's producer failed", exc_info=True)
 
     def close(self) -> None:
+        """Close the producer; only ``open()`` (the handover) makes another."""
         with self._lock:
+            self.gate.closed()
             self._close_locked()
 
 

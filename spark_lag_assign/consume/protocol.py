@@ -24,8 +24,21 @@ The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
   view that was merely delivered late proves nothing). The holder measures the same
   lease from just before its last write and stops reading ``margin`` seconds before it
   runs out, so it stops before anyone can take over.
-- Taking over from a holder whose lease ran out first fences its offset commits (the
-  broker refuses them from then on), then starts from the group's committed offsets.
+- Taking over from a holder whose lease ran out first records the fence in our own claim
+  (``fences``: the holder and the claim version we saw run out), then fences its offset
+  commits (the broker refuses them from then on), then starts from the group's committed
+  offsets.
+- A fence is only a fence if nothing can quietly undo it, and a pipeline undoes its
+  successor's fence whenever it opens a producer of its commit id (``init_transactions``
+  takes a new epoch). So every producer is opened through the same check, at a start and
+  after a failure closed the old one: open it first (``OpenCommits``), then read every claim
+  in a read that begins after the open, and allow commits (``Start`` / ``AllowCommits``)
+  only if no claim records a fence of this incarnation since the version it started from,
+  and our lease still runs. Why the order closes the race: a successor writes its fence
+  note before it fences; if our read does not show the note, the note's write returned
+  after our read began, so the successor's fence comes after our open and refuses our
+  commits; if it shows the note, we stop. A committer never opens a producer by itself
+  (``spark_lag_assign.consume.gate``).
 - A new incarnation of a pipeline (a restarted driver) treats its predecessor like any
   other holder: what the predecessor claimed stays claimed until its lease runs out.
 - A pipeline keeps reading a partition across generations only while its lease never
@@ -37,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spark_lag_assign.store.base import ClaimRecord, TopicPartition
+from spark_lag_assign.store.base import ClaimRecord, TopicPartition, Version
 
 Holds = frozenset[TopicPartition]
 NOTHING: Holds = frozenset()
@@ -53,16 +66,19 @@ def names(partitions: Holds | set[TopicPartition]) -> str:
 
 @dataclass(frozen=True)
 class Write:
-    """Write this pipeline's claim: it acts on ``generation`` and may read ``holds``."""
+    """Write this pipeline's claim: it acts on ``generation`` and may read ``holds``; it fences
+    (or is about to fence) the commits of each consumer in ``fences`` at that claim version."""
 
     generation: int
     holds: Holds
-    state: str  # waiting | reading | idle | released | left: for people
+    state: str  # waiting | reading | idle | stopping | released | left: for people
+    fences: tuple[tuple[str, Version], ...] = ()
 
 
 @dataclass(frozen=True)
 class ReadClaims:
-    """Read every claim to the end of the store (the decision needs a view after our own write)."""
+    """Read every claim to the end of the store (the decision needs a view read after our own
+    last write, or after our committer's producer was opened)."""
 
 
 @dataclass(frozen=True)
@@ -76,15 +92,39 @@ class ReadPlan:
 
 @dataclass(frozen=True)
 class Fence:
-    """``consumer``'s lease ran out while it held partitions we want: fence its offset commits."""
+    """``consumer``'s lease ran out while it held partitions we want, and our claim records
+    that we fence it: fence its offset commits."""
 
     consumer: str
-    version: tuple[str, int]
+    version: Version
+
+
+@dataclass(frozen=True)
+class OpenCommits:
+    """Open a producer of our commit id (a new epoch: it fences our own earlier producers).
+    Nothing is committed through it until ``Start`` or ``AllowCommits``; report the open
+    with ``commits_opened(version, now)``."""
+
+    version: Version
+
+
+@dataclass(frozen=True)
+class AllowCommits:
+    """The producer reopened while reading passed the check: let commits go."""
+
+
+@dataclass(frozen=True)
+class FinishCommit:
+    """Retry the final commit of the query that stopped under ``generation`` (it waited for a
+    producer); report the outcome with ``stopped``."""
+
+    generation: int
 
 
 @dataclass(frozen=True)
 class Start:
-    """Start reading ``holds`` from the group's committed offsets, acting on ``generation``."""
+    """Start reading ``holds`` from the group's committed offsets, acting on ``generation``;
+    the committer's producer is open and checked: let commits go."""
 
     generation: int
     holds: Holds
@@ -92,7 +132,9 @@ class Start:
 
 @dataclass(frozen=True)
 class Stop:
-    """Stop the query; with ``commit``, stop between batches and commit what completed first."""
+    """Stop the query; with ``commit``, stop between batches and commit what completed first.
+    Then close the committer's producer (every start opens a new one). Without a running
+    query, drop a final commit that still waits."""
 
     commit: bool
     reason: str
@@ -131,7 +173,7 @@ class Exit:
     blockers: tuple[Blocker, ...] = ()
 
 
-Action = Write | ReadClaims | ReadPlan | Fence | Start | Stop | Wait | Exit
+Action = Write | ReadClaims | ReadPlan | Fence | OpenCommits | AllowCommits | FinishCommit | Start | Stop | Wait | Exit
 
 
 # -- the state machine ----------------------------------------------------------------------
@@ -177,14 +219,24 @@ class Handover:
     written: ClaimRecord | None = None
     sent_at: float = 0.0  # own clock just before the last successful write was sent
     reading: Reading | None = None
-    fenced: set[tuple[str, tuple[str, int]]] = field(default_factory=set)
+    fenced: set[tuple[str, Version]] = field(default_factory=set)
+    fence_intents: dict[str, Version] = field(default_factory=dict)  # holders we fence, noted in our claims
     waiting_since: float | None = None
     retry_at: float = 0.0
     ending: str | None = None  # why the run ends once the query is stopped and released
     blockers: tuple[Blocker, ...] = ()  # what the run ended waiting for (handover-timeout)
     zombie: bool = False
     commit_refused: bool = False
+    lease_lapsed: bool = False  # a renewal went out after the lease ran out: it revives nothing
     outcome: Exit | None = None
+
+    # the committer's producer (module docstring: opened only through the check)
+    commits: Version | None = None  # the claim version it was opened under; None: no producer
+    commits_opened_at: float = float("inf")  # own clock when it was opened
+    commits_checked: bool = False  # a claims read that began after the open
+    commits_allowed: bool = False
+    commits_since: int = 0  # fence notes against our versions from this seq on replace us
+    final_pending: Reading | None = None  # a stopped query whose final commit waits for a producer
 
     def __post_init__(self) -> None:
         if not self.lease > 0:
@@ -208,11 +260,13 @@ class Handover:
 
     def saw_claims(self, view: Mapping[str, ClaimRecord | str], read_at: float) -> None:
         """Every consumer's newest claim, from a read to the end of the store that began at
-        ``read_at`` (own clock): it shows everything written before then."""
+        ``read_at`` (own clock): it shows everything written before then. Reads may arrive
+        out of order: a view older than the last one is still true of its own time."""
         self.view, self.view_read_at = dict(view), read_at
         for consumer, record in self.view.items():
             key = (consumer, record.version if isinstance(record, ClaimRecord) else record)
-            self.first_seen.setdefault(key, read_at)
+            # a record shown by a read that began at t was written before t: its lease counts from there
+            self.first_seen[key] = min(self.first_seen.get(key, read_at), read_at)
         mine = self.view.get(self.consumer)
         if (isinstance(mine, ClaimRecord) and mine.incarnation != self.incarnation
                 and (self.predecessor is None or mine.version != self.predecessor.version)):
@@ -220,9 +274,17 @@ class Handover:
         self.view_is_fresh = self.written is None or (
             isinstance(mine, ClaimRecord) and mine.version == self.written.version
         )
+        if self.commits is not None and read_at >= self.commits_opened_at:
+            self.commits_checked = True
 
     def wrote(self, record: ClaimRecord, sent_at: float) -> None:
-        """Our claim write succeeded; ``sent_at`` is our clock just before it was sent."""
+        """Our claim write succeeded; ``sent_at`` is our clock just before it was sent.
+
+        A pipeline paused between deciding to renew and sending the renewal may send it after
+        its lease ran out; by then a successor may have taken over, so that renewal must not
+        let the running query go on: the lease stays lapsed until the query has stopped."""
+        if (self.reading is not None or self.final_pending is not None) and sent_at >= self.deadline():
+            self.lease_lapsed = True
         self.written, self.sent_at = record, sent_at
         self.view_is_fresh = False
         self.retry_at = 0.0
@@ -234,19 +296,43 @@ class Handover:
             self.zombie = True
         self.retry_at = now + self.retry
 
-    def fenced_commits(self, consumer: str, version: tuple[str, int]) -> None:
+    def fenced_commits(self, consumer: str, version: Version) -> None:
         """The commits of ``consumer`` (whose claim had ``version``) are fenced now."""
         self.fenced.add((consumer, version))
+
+    def commits_opened(self, version: Version, now: float) -> None:
+        """The committer's producer was opened under our claim ``version``; ``now``: own clock
+        once the open returned (only reads that begin from then on check it)."""
+        self.commits, self.commits_opened_at = version, now
+        self.commits_checked = self.commits_allowed = False
+        if self.reading is None and self.final_pending is None:  # a new stint starts from this version
+            self.commits_since = version[1]
+
+    def commits_lost(self) -> None:
+        """A failure closed the committer's producer: only this machine may open another."""
+        self.commits, self.commits_opened_at = None, float("inf")
+        self.commits_checked = self.commits_allowed = False
+
+    def commits_allowed_now(self) -> None:
+        """The driver let the reopened producer's commits go (``AllowCommits``)."""
+        self.commits_allowed = True
 
     def started(self, generation: int, holds: Holds) -> None:
         self.reading = Reading(generation, holds)
         self.waiting_since = None
+        self.commits_allowed = True
 
     def stopped(self, commit: str) -> None:
-        """The query stopped; commit: "ok", "skipped" (not asked), "refused" (fenced: another
-        owner took over) or "failed" (Kafka kept failing: what was read is not committed)."""
+        """The query stopped (or a waiting final commit ended) and the committer's producer was
+        closed; commit: "ok", "skipped" (not asked), "refused" (fenced: another owner took
+        over), "held" (it waits for a new producer: ``FinishCommit`` retries it) or "failed"
+        (Kafka kept failing: what was read is not committed)."""
+        stint = self.reading or self.final_pending
         self.reading = None
         self.commit_refused = False
+        self.lease_lapsed = False
+        self.commits_lost()
+        self.final_pending = stint if commit == "held" else None
         if commit == "failed":  # never release what is read but not committed: the lease runs out instead
             self.outcome = Exit("commit-failed")
 
@@ -254,9 +340,14 @@ class Handover:
         """A micro-batch's commit was refused: someone took over (our lease lapsed)."""
         self.commit_refused = True
 
-    def query_ended(self, failed: bool) -> None:
-        """The query ended by itself: drained (``availableNow``) or failed."""
+    def query_ended(self, failed: bool, now: float) -> bool:
+        """The query ended by itself: drained (``availableNow``) or failed. False when our
+        lease had lapsed by then (a pause of this whole process made its Kafka calls time
+        out): the lapse stops it, and that is no end of the run."""
+        if now >= self.deadline():
+            return False
         self.ending = self.ending or ("failed" if failed else "drained")
+        return True
 
     def request_stop(self) -> None:
         self.ending = self.ending or "stopped"
@@ -269,10 +360,19 @@ class Handover:
 
     def deadline(self) -> float:
         """Own clock at which our lease lapses (we must not be reading by then)."""
-        if self.written is None:
+        if self.written is None or self.lease_lapsed:
             return float("-inf")
         assert self.margin is not None
         return self.sent_at + self.written.lease - self.margin
+
+    def lease_valid(self, now: float) -> bool:
+        """May this pipeline write what it reads now? It reads, no newer incarnation took its
+        id, and its lease has not lapsed by its own clock."""
+        return self.reading is not None and not self.zombie and now < self.deadline()
+
+    def may_start(self, now: float) -> bool:
+        """After preparing a start (reading offsets): is most of a lease still ahead?"""
+        return now < self.deadline() - self.renew_every
 
     def predecessor_holds(self, now: float) -> Holds:
         """What our predecessor claimed, while its lease (by our clock) has not run out."""
@@ -281,10 +381,35 @@ class Handover:
             return NOTHING
         return p.holds
 
+    def fenced_by(self) -> str | None:
+        """Another consumer whose claim records a fence of our commits since ``commits_since``."""
+        for holder in sorted(self.view):
+            record = self.view[holder]
+            if holder == self.consumer or not isinstance(record, ClaimRecord):
+                continue
+            noted = record.fences.get(self.consumer)
+            if noted is not None and noted[0] == self.incarnation and noted[1] >= self.commits_since:
+                return holder
+        return None
+
+    def _fence_notes(self) -> tuple[tuple[str, Version], ...]:
+        """The fences our claims carry: each holder we fence, until our view shows that
+        incarnation of it stopped reading (a newer claim of it that is not a reading one) or
+        replaced by a newer incarnation. Kept that long, a fenced pipeline that reopens its
+        producer learns it was replaced even if its clock let it believe its lease still ran."""
+        notes = []
+        for holder, version in sorted(self.fence_intents.items()):
+            record = self.view.get(holder)
+            if isinstance(record, ClaimRecord) and record.incarnation == version[0] and (
+                record.version == version or record.state in ("reading", "stopping")
+            ):
+                notes.append((holder, version))
+        return tuple(notes)
+
     def _write(self, generation: int, holds: Holds, state: str, now: float) -> Write | Wait:
         if now < self.retry_at:
             return Wait(self.retry_at, "retrying a failed claim write")
-        return Write(generation, holds, state)
+        return Write(generation, holds, state, self._fence_notes())
 
     def _claimed(self, generation: int, holds: Holds, state: str | None = None) -> bool:
         w = self.written
@@ -296,41 +421,77 @@ class Handover:
         """The one thing to do now."""
         if self.outcome is not None:
             return self.outcome
-        reading = self.reading
-        # Never read past our own lease, nor once fenced or refused: stop, and commit nothing.
-        if reading is not None:
-            if now >= self.deadline():
-                return Stop(False, "the lease lapsed (no claim written for too long)")
-            if self.zombie:
-                return Stop(False, "a newer incarnation of this consumer took over")
-            if self.commit_refused:
-                return Stop(False, "a commit was refused: another pipeline took over")
+        # 1. Never read past our lease, nor once replaced: stop, and commit nothing.
+        if self.reading is not None:
+            why = self._replaced(now)
+            if why is not None:
+                return Stop(False, why)
+        # 2. A final commit that waits for a producer: reopen it through the check, or drop it.
+        if self.final_pending is not None:
+            return self._finish(now)
         if self.zombie:
             return self._exit("fenced")
+        # 3. A running query whose producer a failure closed: reopen it through the check.
+        if self.reading is not None and not self.commits_allowed:
+            return self._reopen()
         extra = self.predecessor_holds(now)
         generation, target = self.plan_generation, self.assignment
 
         if self.ending is not None:  # stop(), the query ended by itself, or we gave up waiting
-            if reading is not None:
+            if self.reading is not None:
                 return Stop(True, f"the run ends ({self.ending})")
             if self.written is not None and self.written.holds != extra:
                 return self._write(self.written.generation, extra, "released", now)
             return self._exit(self.ending, self.blockers)
 
         if target is None:  # the plan no longer names us: release and leave
-            if reading is not None:
+            if self.reading is not None:
                 return Stop(True, f"generation {generation} does not name this consumer")
             if not self._claimed(generation, extra, "left"):
                 return self._write(generation, extra, "left", now)
             return self._exit("left")
 
-        if reading is not None:
-            return self._while_reading(reading, generation, target, extra, now)
+        if self.reading is not None:
+            return self._while_reading(self.reading, generation, target, extra, now)
         return self._acquire(generation, target, extra, now)
 
     def _exit(self, reason: str, blockers: tuple[Blocker, ...] = ()) -> Exit:
         self.outcome = Exit(reason, blockers)
         return self.outcome
+
+    def _replaced(self, now: float) -> str | None:
+        """Why a pipeline that reads (or holds a final commit) must stop at once, if it must."""
+        if now >= self.deadline():
+            return "the lease lapsed (no claim written for too long)"
+        if self.zombie:
+            return "a newer incarnation of this consumer took over"
+        if self.commit_refused:
+            return "a commit was refused: another pipeline took over"
+        holder = self.fenced_by()
+        if holder is not None:
+            return f"{holder} fenced this pipeline's commits: by its clock our lease had run out"
+        return None
+
+    def _reopen(self) -> Action:
+        """Open a producer, read the claims after it, then allow commits (step 1 checked the rest)."""
+        assert self.written is not None  # reading implies a claim
+        if self.commits is None:
+            return OpenCommits(self.written.version)
+        if not self.commits_checked:
+            return ReadClaims()
+        return AllowCommits()
+
+    def _finish(self, now: float) -> Action:
+        pending = self.final_pending
+        assert pending is not None and self.written is not None
+        why = self._replaced(now)
+        if why is not None:  # whatever the stopped query read stays uncommitted: a successor reads it again
+            return Stop(False, f"the final commit is dropped: {why}")
+        if now >= self.sent_at + self.renew_every:
+            return self._write(self.written.generation, self.written.holds, "stopping", now)
+        if not self.commits_allowed:
+            return self._reopen()
+        return FinishCommit(pending.generation)
 
     def _while_reading(self, reading: Reading, generation: int, target: Holds, extra: Holds, now: float) -> Action:
         if generation > reading.generation and target != reading.holds:
@@ -368,6 +529,12 @@ class Handover:
             return self._write(generation, wanted, state, now)
         if not self.view_is_fresh:
             return ReadClaims()
+        if self.commits is None:  # notes against the claim we stand on count, older ones do not
+            assert self.written is not None
+            self.commits_since = self.written.seq
+        if self.fenced_by() is not None:  # someone saw this claim's lease run out: claim anew, reopen
+            self.commits_lost()
+            return Write(generation, wanted, state, self._fence_notes()) if now >= self.retry_at else Wait(self.retry_at, "retrying a failed claim write")
 
         blockers: list[Blocker] = []
         for holder in sorted(self.view):
@@ -385,7 +552,11 @@ class Handover:
             expires = self.first_seen[(holder, record.version)] + record.lease
             if self.view_read_at >= expires:  # a read a whole lease later still shows it: gone
                 if (holder, record.version) not in self.fenced:
-                    return Fence(holder, record.version)  # ... once its commits are fenced
+                    self.fence_intents[holder] = record.version
+                    assert self.written is not None
+                    if self.written.fences.get(holder) != record.version:
+                        return self._write(generation, wanted, state, now)  # the note first, then the fence
+                    return Fence(holder, record.version)
                 continue
             detail = f"{record.state or 'claimed'}, lease until +{expires - now:.1f}s"
             blockers.append(Blocker(holder, record.generation, overlap, expires, detail))
@@ -399,6 +570,11 @@ class Handover:
             )
         if not blockers:
             self.waiting_since = None
+            if self.commits is None:
+                assert self.written is not None
+                return OpenCommits(self.written.version)
+            if not self.commits_checked:
+                return ReadClaims()
             return Start(generation, target)
         if self.waiting_since is None:
             self.waiting_since = now
@@ -414,11 +590,14 @@ class Handover:
 
 __all__ = [
     "Action",
+    "AllowCommits",
     "Blocker",
     "Exit",
     "Fence",
+    "FinishCommit",
     "Handover",
     "Holds",
+    "OpenCommits",
     "ReadClaims",
     "ReadPlan",
     "Start",

@@ -431,6 +431,8 @@ def test_a_failed_commit_is_logged_and_caught_up_by_the_next_batch(
     plan_dir = tmp_path / "plan"
     plan_range(spark, kafka.bootstrap_servers, group, topic, "A", plan_dir)
     real = FencedGroupCommit(kafka.bootstrap_servers, group, commit_id("plan", "A"), "A")
+    real.open()
+    real.allow(new_query=True)
     calls: list[dict[tuple[str, int], int]] = []
 
     def broker_away_once(offsets: Any, generation: int) -> None:
@@ -472,6 +474,8 @@ def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand
 
     replan("A")
     real = FencedGroupCommit(bootstrap, group, commit_id("plan", "A"), "A")
+    real.open()
+    real.allow(new_query=True)
     broker_away = threading.Event()
 
     def commit_unless_away(offsets: Any, generation: int) -> None:

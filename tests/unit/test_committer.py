@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
 from spark_lag_assign.consume.committer import ProgressCommitter
-from spark_lag_assign.errors import CommitFencedError, KafkaCommitError
+from spark_lag_assign.errors import CommitFencedError, CommitHeldError, KafkaCommitError
 
 TP = tuple[str, int]
 
@@ -121,15 +122,34 @@ def test_the_final_commit_retries_until_its_timeout() -> None:
     assert not c.tracked("q")
 
 
-class FakeProducer:
-    """Just enough of kafka-python's transactional producer to watch what gets committed."""
+class Broker:
+    """The transactional id's epochs and the group's offsets, as the broker keeps them."""
 
-    def __init__(self, log: list[dict[TP, int]]) -> None:
-        self.log = log
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.inits = 0
+        self.group: dict[TP, int] = {}
+        self.log: list[dict[TP, int]] = []
+        self.fail_next = 0  # the next commits fail as a broker outage makes them fail
+
+    def fence(self) -> None:
+        """A successor's ``init_transactions`` under the same id."""
+        self.epoch += 1
+
+
+class FakeProducer:
+    """Just enough of kafka-python's transactional producer: an epoch taken at
+    ``init_transactions``, commits refused once a newer epoch exists."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.epoch: int | None = None
         self.pending: dict[TP, int] = {}
 
     def init_transactions(self) -> None:
-        pass
+        self.broker.epoch += 1
+        self.broker.inits += 1
+        self.epoch = self.broker.epoch
 
     def begin_transaction(self) -> None:
         self.pending = {}
@@ -141,24 +161,107 @@ class FakeProducer:
         self.pending = {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}  # type: ignore[attr-defined]
 
     def commit_transaction(self) -> None:
-        self.log.append(self.pending)
+        from kafka.errors import KafkaConnectionError, KafkaError
+
+        if self.broker.fail_next:
+            self.broker.fail_next -= 1
+            raise KafkaConnectionError("broker away")
+        if self.epoch != self.broker.epoch:
+            raise KafkaError("ProducerFencedError: there is a newer producer with the same transactionalId")
+        self.broker.group.update(self.pending)
+        self.broker.log.append(self.pending)
 
     def close(self, timeout: float | None = None) -> None:
         pass
 
 
-def test_a_fenced_group_commit_only_moves_forward_within_a_query(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whatever order a sink's transaction and a late progress report reach the committer in,
-    the group never goes back; a new query (open()) starts afresh."""
+def fenced_commit(monkeypatch: pytest.MonkeyPatch, broker: Broker) -> Any:
     from spark_lag_assign.consume import kafka_commit
 
-    log: list[dict[TP, int]] = []
-    monkeypatch.setattr(kafka_commit, "_producer", lambda *args: FakeProducer(log))
-    commit = kafka_commit.FencedGroupCommit("k:9092", "g", "id", "A")
+    monkeypatch.setattr(kafka_commit, "_producer", lambda *args: FakeProducer(broker))
+    monkeypatch.setattr(kafka_commit, "_bounded", lambda producer, step, timeout, *args: getattr(producer, step)(*args))
+    return kafka_commit.FencedGroupCommit("k:9092", "g", "id", "A")
+
+
+def test_a_fenced_group_commit_only_moves_forward_within_a_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever order a sink's transaction and a late progress report reach the committer in,
+    the group never goes back; a new query starts afresh."""
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    commit.open()
+    commit.allow(new_query=True)
     commit.write({("t", 0): 12, ("t", 1): 4}, 3, "sink", [(None, b"r")])  # batch N+1's sink transaction
     commit({("t", 0): 9, ("t", 1): 5}, 3)  # batch N's late report: only t-1 moves on
     commit({("t", 0): 9}, 3)  # nothing new: no transaction at all
-    assert log == [{("t", 0): 12, ("t", 1): 4}, {("t", 1): 5}]
+    assert broker.log == [{("t", 0): 12, ("t", 1): 4}, {("t", 1): 5}]
     commit.open()  # a new query (after a handover back, a reset): its own start decides
+    commit.allow(new_query=True)
     commit({("t", 0): 2}, 4)
-    assert log[-1] == {("t", 0): 2}
+    assert broker.log[-1] == {("t", 0): 2}
+
+
+def test_a_committer_never_opens_a_producer_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing goes before the handover opened and allowed a producer: a commit is held."""
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    with pytest.raises(CommitHeldError):
+        commit({("t", 0): 5}, 1)
+    commit.open()
+    with pytest.raises(CommitHeldError):  # opened, not yet confirmed by the handover
+        commit({("t", 0): 5}, 1)
+    assert broker.log == [] and broker.inits == 1
+
+
+def test_a_transient_failure_never_undoes_a_successors_fence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The defect of a reopen behind the protocol's back: A commits 10; a failure closes A's
+    producer; B fences A's id and commits 60; A, a zombie that passed its lease check before
+    it paused, commits 20. Its commit must be held, never sent through a new epoch."""
+    broker = Broker()
+    a = fenced_commit(monkeypatch, broker)
+    a.open()
+    a.allow(new_query=True)
+    a({("t", 0): 10}, 1)
+    broker.fail_next = 1
+    with pytest.raises(KafkaCommitError) as failed:
+        a({("t", 0): 15}, 1)
+    assert not isinstance(failed.value, CommitHeldError | CommitFencedError) and a.lost
+    broker.fence()  # B takes over
+    broker.group[("t", 0)] = 60  # B's commit
+    with pytest.raises(CommitHeldError):
+        a({("t", 0): 20}, 1)
+    assert broker.group == {("t", 0): 60} and broker.inits == 1
+
+
+def test_a_fenced_commit_refuses_every_later_one_until_a_new_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker()
+    a = fenced_commit(monkeypatch, broker)
+    a.open()
+    a.allow(new_query=True)
+    broker.fence()
+    with pytest.raises(CommitFencedError):
+        a({("t", 0): 3}, 1)
+    with pytest.raises(CommitFencedError):  # refused at once: no transaction is tried
+        a({("t", 0): 4}, 1)
+    assert a.fenced and not a.lost and broker.log == []
+    a.close()
+    assert a.fenced  # closing does not turn a refusal into a retryable wait
+    a.open()
+    a.allow(new_query=True)
+    a({("t", 0): 4}, 2)
+    assert broker.group == {("t", 0): 4}
+
+
+def test_a_held_final_commit_returns_at_once_for_the_handover_to_reopen() -> None:
+    """The final commit of a stopped query does not retry a held commit until its timeout."""
+    calls: list[int] = []
+
+    def held(offsets: Mapping[TP, int], generation: int) -> None:
+        calls.append(generation)
+        raise CommitHeldError("waits for the handover")
+
+    fake = FakeTime()
+    c = ProgressCommitter(held, lambda: 7, clock=fake.clock, sleep=fake.sleep)
+    c.track("q", [("t", 0)])
+    with pytest.raises(CommitHeldError):
+        c.finish("q", [end(p0=4)], timeout=30.0, pause=1.0)
+    assert calls == [7] and fake.pauses == [] and c.tracked("q")

@@ -1,15 +1,40 @@
 """The handover protocol's hard cases, each played step by step in the model world of
 ``test_handover_model`` (which hypothesis explores at random): a pause across generations
 shorter and longer than the lease, a pause before the first claim, a restart while the old
-incarnation is only paused, skipped generations, a crash and restart."""
+incarnation is only paused, skipped generations, a crash and restart; and the committer's
+producer: closed by a failure while its holder's successor takes over, reopened only
+through the handover, a renewal sent after the lease ran out, a final commit that waits."""
 
 from __future__ import annotations
 
-from spark_lag_assign.consume.protocol import Blocker, Exit, Handover, ReadClaims, ReadPlan, Start, Stop, Wait, Write
+from spark_lag_assign.consume.protocol import (
+    AllowCommits,
+    Blocker,
+    Exit,
+    FinishCommit,
+    Handover,
+    OpenCommits,
+    ReadClaims,
+    ReadPlan,
+    Start,
+    Stop,
+    Wait,
+    Write,
+)
 from spark_lag_assign.store.base import ClaimRecord
-from tests.unit.test_handover_model import CONSUMERS, LEASE, PARTITIONS, HandoverModel, Proc, _Fixed
+from tests.unit.test_handover_model import CONSUMERS, LEASE, MAX_RECORDS, PARTITIONS, HandoverModel, Proc, _ends, _Fixed
 
 P = ("t", 0)
+
+
+class Records(_Fixed):
+    """A fair schedule whose micro-batches read ``n`` records of each partition."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def draw(self, strategy: object, label: str = "") -> object:
+        return self.n if label == "records" else super().draw(strategy, label)  # type: ignore[arg-type]
 
 
 def world(owners: dict[tuple[str, int], str], *consumers: str) -> tuple[HandoverModel, dict[str, Proc]]:
@@ -22,7 +47,7 @@ def world(owners: dict[tuple[str, int], str], *consumers: str) -> tuple[Handover
 def publish(model: HandoverModel, owners: dict[tuple[str, int], str]) -> int:
     full = {tp: owners.get(tp, "A") for tp in PARTITIONS}
     model.world.plans.append(full)
-    model.world._members.append(set(CONSUMERS))  # every pipeline stays in the group (some idle)
+    model.world.members.append(set(CONSUMERS))  # every pipeline stays in the group (some idle)
     return len(model.world.plans)
 
 
@@ -32,29 +57,31 @@ def settle(model: HandoverModel, proc: Proc, *, see: bool = True) -> object:
     if see:
         g = len(w.plans)
         proc.core.saw_plan(g, w.assignment(g, proc.consumer))
-        proc.seen_upto = len(w.log)
-        proc.core.saw_claims(w.view(proc.seen_upto), w.now)
+        proc.core.saw_claims(w.view(len(w.log)), model.own(proc))
     action: object = None
     for _ in range(30):
-        action = proc.core.next(w.now)
+        action = proc.decided or proc.core.next(model.own(proc))
         if isinstance(action, Wait) or proc.exited:
             return action
         model.perform(proc, _Fixed())
     raise AssertionError(f"{proc.incarnation} never waits: {action}")
 
 
-def batch(model: HandoverModel, proc: Proc, records: int = 2) -> str:
-    """One micro-batch of ``proc``: reads, sinks, commits; returns the commit's outcome."""
-    w, q = model.world, proc.query
-    assert q is not None
-    for tp in sorted(q.holds):
-        upto = min(w.end[tp], q.positions[tp] + records)
-        w.sinked[tp].update(range(q.positions[tp], upto))
-        q.positions[tp] = upto
-    result = model.commit(proc)
-    if result == "refused":
-        proc.core.refused_commit()
-    return result
+def batch(model: HandoverModel, proc: Proc, records: int = 2, fate: str = "ok") -> str:
+    """One micro-batch of ``proc`` whose progress report the listener hands over at once;
+    what became of its commit: ok | refused | held | failed | nothing."""
+    before = dict(model.world.committed)
+    proc.reports.clear()
+    proc.fate = fate
+    model.run_batch(proc, Records(records), report_now=True)
+    proc.fate = "ok"
+    if proc.refused:
+        return "refused"
+    if model.world.committed != before:
+        return "ok"
+    if proc.fc.lost:
+        return "failed" if fate == "fail" else "held"
+    return "nothing"
 
 
 def reading(proc: Proc) -> frozenset[tuple[str, int]]:
@@ -64,7 +91,18 @@ def reading(proc: Proc) -> frozenset[tuple[str, int]]:
 def check(model: HandoverModel) -> None:
     model.one_live_reader_per_partition()
     model.nothing_lost()
+    model.duplicates_bounded()
     model.nothing_violated()
+
+
+def take_over(model: HandoverModel, a: Proc, b: Proc) -> None:
+    """With ``a`` paused past its lease, the plan gives t-0 to ``b``, which fences ``a`` and reads."""
+    publish(model, {P: b.consumer})
+    settle(model, b)
+    assert P not in reading(b)  # a's lease is still valid
+    model.world.now += LEASE + 0.1
+    settle(model, b)
+    assert P in reading(b)
 
 
 def test_a_pause_shorter_than_the_lease_across_a_move_away_and_back_reads_nothing_twice() -> None:
@@ -89,6 +127,7 @@ def test_a_pause_shorter_than_the_lease_across_a_move_away_and_back_reads_nothin
     settle(model, a)  # A skipped generation 2 entirely and keeps reading
     assert P in reading(a) and a.core.written is not None and a.core.written.generation == 3
     assert batch(model, a) == "ok"
+    assert sum(n - 1 for n in model.world.sink[P].values()) == 0
     check(model)
 
 
@@ -97,14 +136,12 @@ def test_a_pause_longer_than_the_lease_lets_another_take_over_and_refuses_the_la
     a, b = procs["A"], procs["B"]
     settle(model, a), settle(model, b)
     batch(model, a)
+    epoch = model.world.epoch["A"]
     a.paused = True
-    publish(model, {P: "B"})
-    settle(model, b)
-    assert P not in reading(b)  # A's lease is still valid
-    model.world.now += LEASE + 0.1  # A stays paused past its lease
-    action = settle(model, b)
-    assert P in reading(b), action
-    assert model.world.commit_epoch["A"] == a.query.token + 1  # type: ignore[union-attr]  # B fenced A's commits before it started
+    take_over(model, a, b)
+    assert model.world.epoch["A"] == epoch + 1  # B fenced A's commits before it started
+    note = model.world.view(len(model.world.log))["B"]
+    assert isinstance(note, ClaimRecord) and note.fences["A"] == a.core.written.version  # type: ignore[union-attr]
     model.world.end[P] += 6
     assert batch(model, b) == "ok"
     b_commit = model.world.committed[P]
@@ -113,14 +150,14 @@ def test_a_pause_longer_than_the_lease_lets_another_take_over_and_refuses_the_la
     assert batch(model, a) == "refused"  # the one batch A completes after it resumes
     assert model.world.committed[P] == b_commit  # ... is never committed
     # A notices at once: its lease lapsed, so it stops without committing and starts over
-    assert isinstance(a.core.next(model.world.now), Stop)
+    assert a.core.next(model.own(a)) == Stop(False, "the lease lapsed (no claim written for too long)")
     settle(model, a, see=False)
     assert P not in reading(a)
     settle(model, b)  # B sees generation 3, commits and releases t-0
     assert P not in reading(b)
     model.world.now += 1
     settle(model, a)
-    assert P in reading(a) and a.query is not None and a.query.positions[P] == model.world.committed[P]
+    assert P in reading(a) and a.query is not None and a.query.stint.start[P] == model.world.committed[P]
     check(model)
 
 
@@ -132,10 +169,10 @@ def test_a_pipeline_paused_before_its_first_claim_never_reads_a_partition_moved_
     settle(model, procs["D"])
     assert P in reading(procs["D"])  # nobody claims t-0: D reads it
     c.paused = False
-    c.core.saw_claims(model.world.view(len(model.world.log)), model.world.now)
+    c.core.saw_claims(model.world.view(len(model.world.log)), model.own(c))
     # C acts on generation 1: it claims t-0, then sees D's newer claim and never starts
     for _ in range(5):
-        action = c.core.next(model.world.now)
+        action = c.core.next(model.own(c))
         if isinstance(action, ReadPlan | Wait):
             break
         model.perform(c, _Fixed())
@@ -177,7 +214,7 @@ def test_a_crashed_pipeline_is_replaced_after_its_lease_from_its_last_commit() -
     assert P not in reading(new)
     model.world.now += LEASE + 0.1
     settle(model, new)
-    assert new.query is not None and new.query.positions[P] >= committed
+    assert new.query is not None and new.query.stint.start[P] == committed
     check(model)
 
 
@@ -195,6 +232,215 @@ def test_skipped_generations_never_let_two_pipelines_read_at_once() -> None:
     settle(model, procs["B"])
     assert P in reading(procs["B"]) and P not in reading(procs["A"]) | reading(procs["C"])
     check(model)
+
+
+# -- the committer's producer ---------------------------------------------------------------
+
+
+def test_a_failed_commit_never_undoes_a_successors_fence() -> None:
+    """The schedule of a real defect: A commits; a broker fault fails its next commit and
+    closes its producer; A's lease lapses; B fences A and commits further; A's listener then
+    hands over a report. The committer must hold it, never open a producer by itself."""
+    model, procs = world({P: "A"}, "A", "B")
+    a, b = procs["A"], procs["B"]
+    settle(model, a), settle(model, b)
+    assert batch(model, a) == "ok"
+    assert batch(model, a, fate="fail") == "failed" and a.fc.lost
+    a.paused = True  # it passed its lease check, then paused before acting on anything
+    take_over(model, a, b)
+    model.world.end[P] += 6
+    assert batch(model, b, records=6) == "ok"
+    b_commit = model.world.committed[P]
+    a.paused = False
+    epoch = model.world.epoch["A"]
+    a.reports.append((a.query.qid, _ends(a.query.stint.pos)))  # type: ignore[union-attr]
+    model.deliver(a)
+    assert model.world.committed[P] == b_commit and model.world.epoch["A"] == epoch  # held: no new epoch
+    assert isinstance(a.core.next(model.own(a)), Stop)
+    settle(model, a, see=False)
+    assert P not in reading(a) and model.world.committed[P] == b_commit
+    check(model)
+
+
+def test_a_producer_a_failure_closed_is_reopened_only_through_the_check() -> None:
+    model, procs = world({P: "A"}, "A")
+    a = procs["A"]
+    settle(model, a)
+    assert batch(model, a, fate="fail") == "failed"
+    assert batch(model, a) == "held"  # the committer waits, and never opens a producer itself
+    model.observe(a)
+    version = a.core.written.version  # type: ignore[union-attr]
+    assert a.core.next(model.own(a)) == OpenCommits(version)
+    model.perform(a, _Fixed())
+    assert a.core.next(model.own(a)) == ReadClaims()  # only a read that began after the open checks it
+    a.core.saw_claims(model.world.view(len(model.world.log)), model.own(a) - 0.001)
+    assert a.core.next(model.own(a)) == ReadClaims()
+    model.perform(a, _Fixed())
+    assert a.core.next(model.own(a)) == AllowCommits()
+    model.perform(a, _Fixed())
+    assert batch(model, a) == "ok" and model.world.committed[P] == a.query.stint.pos[P]  # type: ignore[union-attr]
+    check(model)
+
+
+def test_a_reopen_decided_before_a_pause_learns_of_the_successor_from_the_read_after_it() -> None:
+    """A decided to reopen its producer, then paused past its lease; B fenced it and reads.
+    A's late open takes a new epoch, undoing B's fence: the read after the open must stop it."""
+    model, procs = world({P: "A"}, "A", "B")
+    a, b = procs["A"], procs["B"]
+    settle(model, a), settle(model, b)
+    batch(model, a, fate="fail")
+    model.observe(a)
+    a.decided = a.core.next(model.own(a))
+    assert isinstance(a.decided, OpenCommits)
+    a.paused = True
+    take_over(model, a, b)
+    a.paused = False
+    model.perform(a, _Fixed())  # the open: A's epoch is the newest again
+    assert model.world.epoch["A"] > 0 and a.fc.gate.state == "held"
+    action = a.core.next(model.own(a))
+    assert isinstance(action, Stop) and not action.commit
+    settle(model, a, see=False)
+    assert P not in reading(a) and batch(model, b) == "ok"
+    check(model)
+
+
+def test_a_fence_note_stops_a_reader_whose_clock_says_its_lease_still_runs() -> None:
+    """Clocks can be wrong: B judged A's lease over while A's clock says it is not. The note
+    B wrote before fencing is what A's check after a reopen finds."""
+    a = Handover("A", "A1", lease=10, margin=1)
+    a.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "waiting")
+    a.wrote(claim, sent_at=0.0)
+    a.saw_claims({"A": claim}, read_at=0.0)
+    assert a.next(0.1) == OpenCommits(("A1", 1))
+    a.commits_opened(("A1", 1), 0.2)
+    a.saw_claims({"A": claim}, read_at=0.3)
+    assert a.next(0.4) == Start(1, frozenset({P}))
+    a.started(1, frozenset({P}))
+    renewal = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading")
+    a.wrote(renewal, sent_at=0.5)
+    a.commits_lost()
+    assert a.next(1.0) == OpenCommits(("A1", 2))
+    a.commits_opened(("A1", 2), 1.1)
+    fenced_by_b = ClaimRecord("B", "B1", 4, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 1)})
+    a.saw_claims({"A": renewal, "B": fenced_by_b}, read_at=1.2)
+    action = a.next(1.3)
+    assert isinstance(action, Stop) and not action.commit and "B fenced" in action.reason
+    # a note about an older stint of ours, or another incarnation, does not stop this one
+    a2 = Handover("A", "A1", lease=10, margin=1, commits_since=3)
+    a2.saw_claims({"B": ClaimRecord("B", "B1", 4, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 2)})}, read_at=0.0)
+    assert a2.fenced_by() is None
+    a2.saw_claims({"B": ClaimRecord("B", "B1", 4, 2, frozenset({P}), 10.0, "waiting", {"A": ("A0", 9)})}, read_at=0.0)
+    assert a2.fenced_by() is None
+    a2.saw_claims({"B": ClaimRecord("B", "B1", 4, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 3)})}, read_at=0.0)
+    assert a2.fenced_by() == "B"
+
+
+def test_a_successor_notes_the_fence_in_its_claim_before_it_fences() -> None:
+    b = Handover("B", "B1", lease=10, margin=1)
+    b.saw_plan(2, frozenset({P}))
+    held = ClaimRecord("A", "A1", 7, 1, frozenset({P}), 10.0, "reading")
+    assert b.next(0.0) == Write(2, frozenset({P}), "waiting")
+    mine = ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting")
+    b.wrote(mine, sent_at=0.0)
+    b.saw_claims({"A": held, "B": mine}, read_at=0.0)
+    assert isinstance(b.next(0.5), Wait)
+    assert b.next(6.0) == Write(2, frozenset({P}), "waiting")  # B renews its own claim meanwhile
+    mine = ClaimRecord("B", "B1", 2, 2, frozenset({P}), 10.0, "waiting")
+    b.wrote(mine, sent_at=6.0)
+    b.saw_claims({"A": held, "B": mine}, read_at=10.0)  # a read a whole lease later still shows A's version 7
+    assert b.next(10.0) == Write(2, frozenset({P}), "waiting", (("A", ("A1", 7)),))
+    noted = ClaimRecord("B", "B1", 3, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 7)})
+    b.wrote(noted, sent_at=10.1)
+    assert b.next(10.1) == ReadClaims()
+    b.saw_claims({"A": held, "B": noted}, read_at=10.2)
+    assert b.next(10.2).__class__.__name__ == "Fence"
+    # the note stays while A's incarnation still claims to read, and goes once it stopped
+    b.fenced_commits("A", ("A1", 7))
+    b.saw_claims({"A": ClaimRecord("A", "A1", 8, 1, frozenset({P}), 10.0, "reading"), "B": noted}, read_at=10.3)
+    assert b._fence_notes() == (("A", ("A1", 7)),)
+    b.saw_claims({"A": ClaimRecord("A", "A1", 9, 1, frozenset(), 10.0, "waiting"), "B": noted}, read_at=10.4)
+    assert b._fence_notes() == ()
+    b.saw_claims({"A": ClaimRecord("A", "A2", 1, 1, frozenset({P}), 10.0, "reading"), "B": noted}, read_at=10.5)
+    assert b._fence_notes() == ()
+
+
+def test_a_renewal_sent_after_the_lease_ran_out_does_not_revive_it() -> None:
+    """A decided to renew, paused past its lease, then sent the renewal: the query stops."""
+    a = Handover("A", "A1", lease=9, margin=0.5)
+    a.saw_plan(1, frozenset({P}))
+    first = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 9.0, "waiting")
+    a.wrote(first, sent_at=0.0)
+    a.commits_opened(("A1", 1), 0.0)
+    a.saw_claims({"A": first}, read_at=0.0)
+    a.started(1, frozenset({P}))
+    renew = a.next(3.5)
+    assert isinstance(renew, Write) and renew.state == "reading"
+    late = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 9.0, "reading")
+    a.wrote(late, sent_at=20.0)  # sent long after its deadline (8.5)
+    assert not a.lease_valid(20.1)
+    assert a.next(20.1) == Stop(False, "the lease lapsed (no claim written for too long)")
+    a.stopped("skipped")
+    assert a.deadline() == 20.0 + 9.0 - 0.5  # once stopped, the new claim's lease counts again
+
+
+def test_a_final_commit_that_waits_is_retried_through_a_reopened_producer_then_released() -> None:
+    model, procs = world({P: "A"}, "A", "B")
+    a, b = procs["A"], procs["B"]
+    settle(model, a), settle(model, b)
+    assert batch(model, a) == "ok"
+    model.world.end[P] += MAX_RECORDS
+    model.run_batch(a, Records(MAX_RECORDS), report_now=False)  # read; its report not yet handed over
+    read = a.query.stint.pos[P]  # type: ignore[union-attr]
+    assert read > model.world.committed[P]
+    publish(model, {P: "B"})
+    a.core.saw_plan(2, model.world.assignment(2, "A"))
+    action = a.core.next(model.own(a))
+    assert isinstance(action, Stop) and action.commit
+    a.fate = "fail"  # the final commit meets a broker fault: the producer is closed, the commit waits
+    model.act(a, action, _Fixed())
+    assert a.pending_final is not None and a.core.final_pending is not None
+    assert a.core.next(model.own(a)) == OpenCommits(a.core.written.version)  # type: ignore[union-attr]
+    settle(model, a, see=False)
+    assert a.pending_final is None
+    assert model.world.committed[P] == read  # everything read is committed ...
+    settle(model, b)
+    assert P in reading(b) and b.query.stint.start[P] == read  # type: ignore[union-attr]  # ... before B starts
+    assert sum(n - 1 for n in model.world.sink[P].values()) == 0
+    check(model)
+
+
+def test_a_final_commit_that_waits_is_dropped_once_the_lease_lapses() -> None:
+    core = Handover("A", "A1", lease=9, margin=0.5)
+    core.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 9.0, "reading")
+    core.wrote(claim, sent_at=0.0)
+    core.started(1, frozenset({P}))
+    core.saw_plan(2, frozenset())
+    assert core.next(1.0) == Stop(True, "generation 2 moves partitions")
+    core.stopped("held")
+    assert isinstance(core.next(1.5), OpenCommits)
+    assert core.next(3.5) == Write(1, frozenset({P}), "stopping")  # it keeps its lease while it waits
+    action = core.next(9.0)
+    assert isinstance(action, Stop) and not action.commit and "dropped" in action.reason
+    core.stopped("skipped")
+    assert core.final_pending is None and isinstance(core.next(9.1), Write)
+
+
+def test_finish_commit_is_asked_once_the_reopened_producer_is_checked() -> None:
+    core = Handover("A", "A1", lease=9, margin=0.5)
+    core.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 9.0, "reading")
+    core.wrote(claim, sent_at=0.0)
+    core.started(1, frozenset({P}))
+    core.saw_plan(2, frozenset())
+    core.next(1.0)
+    core.stopped("held")
+    core.commits_opened(("A1", 1), 1.2)
+    core.saw_claims({"A": claim}, read_at=1.3)
+    assert core.next(1.4) == AllowCommits()
+    core.commits_allowed_now()
+    assert core.next(1.5) == FinishCommit(1)
 
 
 def test_an_unreadable_claim_blocks_and_a_long_wait_ends_with_a_report() -> None:
@@ -227,5 +473,9 @@ def test_start_is_only_given_with_most_of_a_lease_ahead() -> None:
     record = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 9.0, "waiting")
     core.wrote(record, sent_at=0.0)
     core.saw_claims({"A": record}, read_at=0.0)
+    assert core.next(0.1) == OpenCommits(("A1", 1))
+    core.commits_opened(("A1", 1), 0.1)
+    core.saw_claims({"A": record}, read_at=0.1)
     assert core.next(0.1) == Start(1, frozenset({P}))
+    assert core.may_start(2.9) and not core.may_start(5.5)  # preparing took too long: renew first
     assert isinstance(core.next(6.0), Write)  # too close to its deadline (8.5): renew first
