@@ -11,17 +11,25 @@ Priorities, in order:
 3. Stickiness across leaders: every member sends what it owns (``memberdata``), so any
    member that becomes leader knows the previous plan.
 4. Cooperative (KIP-429) variants never hand a partition to a member while another may
-   still hold it: such a move is left out of the first round, its holder revokes it and
-   rejoins, and the second round (the same target, remembered by the leader while the group
-   is unchanged) completes it.
+   still hold it: such a move is left out of the first round and *promised* to its new
+   owner (in the member's assignment, which the member sends back when it rejoins); its
+   holder revokes it and rejoins, and the second round completes it. The cooperative
+   protocol must end where the eager one ends and move no more: the second round hands out
+   the first round's target as it stands if the group is unchanged (the leader remembers
+   it; fresher lags do not reopen it); if a member joined or left in between, or the leader
+   is new, it plans again with that target, promises included, as the previous plan, as
+   the eager protocol would after the first round completed.
 
 Steps of ``assign``:
 
 1. Read the members: topics, owned partitions, generation (bad data: owns nothing, warning).
 2. Lags of every partition of the subscribed topics: the snapshot's, 0 where it has none.
-3. Settle conflicting claims (newer generation wins) into the previous plan.
-4. Run the strategy; check the invariants (``assign`` does); fall back if it raised.
-5. Cooperative only: drop from each member's share what another member still holds.
+3. Settle conflicting claims (newer generation wins) into the previous plan; cooperative:
+   a promised partition counts as its promised member's.
+4. Run the strategy (cooperative, mid-move with an unchanged group: the remembered target);
+   check the invariants (``assign`` does); fall back if it raised.
+5. Cooperative only: what another member still holds is left out of each member's share
+   and promised to it instead.
 6. One log line: lag source, partitions, optimality, count spread, moves.
 
 Example (seed 000, the ``lag`` strategy): members C0 and C1 subscribe to t0 whose
@@ -49,8 +57,11 @@ from spark_lag_assign.errors import StrategyError, one_line
 from spark_lag_assign.group.lagsource import LagSource
 from spark_lag_assign.group.memberdata import (
     NO_GENERATION,
+    Claims,
+    MemberDataError,
     MemberInfo,
     TopicPartitionKey,
+    decode_user_data,
     encode_user_data,
     read_member,
     settle_claims,
@@ -120,6 +131,7 @@ class GroupAssignor(AbstractPartitionAssignor):
         self.seed = int(seed)
         self.options = dict(options or {})
         self._owned: tuple[TopicPartitionKey, ...] = ()
+        self._promised: tuple[TopicPartitionKey, ...] = ()  # cooperative: planned for us, not yet ours
         self._generation = NO_GENERATION
         self._target: _Target | None = None
         #: what the latest assign() on this member did (None until it led a rebalance)
@@ -135,7 +147,8 @@ class GroupAssignor(AbstractPartitionAssignor):
     # -- every member ------------------------------------------------------------------------
 
     def metadata(self, topics: Any) -> ConsumerProtocolSubscription:
-        """The subscription: topics, and what this member owns (of topics it still reads)."""
+        """The subscription: topics, what this member owns and, cooperative, what it was
+        promised (of topics it still reads)."""
         names = sorted(set(topics))
         if self.lags is not None:
             self.lags.watch(names)  # only notes the topics; the monitor reads on its own thread
@@ -146,10 +159,11 @@ class GroupAssignor(AbstractPartitionAssignor):
             for t, p in owned:
                 by_topic.setdefault(t, []).append(p)
             entry = ConsumerProtocolSubscription.TopicPartition
+            promised = [tp for tp in self._promised if tp[0] in keep]
             return ConsumerProtocolSubscription(
                 version=COOPERATIVE_SUBSCRIPTION_VERSION,
                 topics=names,
-                user_data=b"",
+                user_data=encode_user_data(promised, self._generation) if promised else b"",
                 owned_partitions=[entry(topic=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items())],
                 generation_id=self._generation,
             )
@@ -159,6 +173,15 @@ class GroupAssignor(AbstractPartitionAssignor):
     def on_assignment(self, assignment: Any, generation: int) -> None:
         self._owned = tuple(sorted((tp.topic, tp.partition) for tp in assignment.partitions()))
         self._generation = int(generation)
+        self._promised = ()
+        user_data = getattr(assignment, "user_data", None)
+        if self.cooperative and user_data:
+            try:
+                _, promised = decode_user_data(user_data)
+            except (MemberDataError, TypeError, ValueError) as exc:  # runs in kafka-python's join: never raise there
+                log.warning("%s: the promises in this member's assignment are unreadable (%s); ignored", self.name, exc)
+            else:
+                self._promised = tuple(promised)
 
     # -- the leader --------------------------------------------------------------------------
 
@@ -173,6 +196,8 @@ class GroupAssignor(AbstractPartitionAssignor):
         for m in infos:
             if m.problem is not None:
                 log.warning("%s: member %s owns nothing this round: %s", self.name, m.member_id, m.problem)
+            if m.promise_problem is not None:
+                log.warning("%s: member %s's promised partitions are ignored: %s", self.name, m.member_id, m.promise_problem)
         try:
             result, rebalance = self._assign(cluster, infos, started, bad)
         except Exception as exc:
@@ -210,21 +235,25 @@ class GroupAssignor(AbstractPartitionAssignor):
                 "%s: %d partition(s) claimed by two members in one generation (e.g. %s-%d); neither keeps them",
                 self.name, len(claims.conflicts), *claims.conflicts[0],
             )
+        # cooperative: a partition promised in the last round counts as its new owner's, so a
+        # plan made again mid-move starts from that round's target, not from its half-done state
         previous = pd.DataFrame(
-            [(owner, t, p) for (t, p), owner in sorted(claims.owners.items())], columns=["consumer", "topic", "partition"]
+            [(owner, t, p) for (t, p), owner in sorted(claims.target().items())], columns=["consumer", "topic", "partition"]
         )
         shape = (tuple(sorted(subs.items())), tuple(zip(partitions["topic"], partitions["partition"])))
         reused = False
+        in_flight = self._in_flight(shape, claims) if self.cooperative and fallback is None else None
         if fallback is not None:
             plan = plan_assign(lags, subs, "roundrobin") if subs else _empty_plan()
             source = "nowhere (fallback)"
-        elif self.cooperative and self._target is not None and self._target.pending and self._target.shape == shape:
-            plan = self._target.plan
+        elif in_flight is not None:
+            plan = in_flight
             source, reused = "the previous round's target (completing its moves)", True
         else:
             plan = plan_assign(lags, subs, self.strategy, previous, self.seed, **self.options) if subs else _empty_plan()
         held = dict(claims.holders)
         shares: dict[str, list[TopicPartitionKey]] = {m.key: [] for m in infos}
+        promises: dict[str, list[TopicPartitionKey]] = {m.key: [] for m in infos}
         deferred = 0
         moved = 0
         for consumer, topic, partition in zip(plan["consumer"], plan["topic"], plan["partition"]):
@@ -234,11 +263,12 @@ class GroupAssignor(AbstractPartitionAssignor):
                 moved += 1
             if self.cooperative and held.get(tp, frozenset()) - {consumer}:
                 deferred += 1  # another member may still hold it: it revokes first, next round hands it on
+                promises[consumer].append(tp)
                 continue
             shares[consumer].append(tp)
         if self.cooperative:
             self._target = _Target(shape, plan, deferred) if deferred else None
-        result = {m.member_id: self._encode(shares[m.key]) for m in infos}
+        result = {m.member_id: self._encode(shares[m.key], promises[m.key]) for m in infos}
         q = quality(plan, subs) if len(subs) else None
         rebalance = Rebalance(
             plan=plan.assign(member_id=plan["consumer"].map({m.key: m.member_id for m in infos})),
@@ -262,6 +292,18 @@ class GroupAssignor(AbstractPartitionAssignor):
         )
         return result, rebalance
 
+    def _in_flight(self, shape: tuple[Any, ...], claims: Claims) -> pd.DataFrame | None:
+        """The target this leader made last if this round is to complete its moves: the group
+        is the one it was made for, and every claim agrees with it (a target that a later
+        round, led elsewhere, overtook is not handed out again); else None."""
+        target = self._target
+        if target is None or not target.pending or target.shape != shape:
+            return None
+        meant = dict(zip(zip(target.plan["topic"], target.plan["partition"]), target.plan["consumer"]))
+        if any(meant.get(tp) != key for tp, key in claims.target().items()):
+            return None
+        return target.plan
+
     def _lags(self, partitions: pd.DataFrame) -> tuple[pd.DataFrame, str, bool]:
         """(lags of ``partitions``, where they came from, whether they are real); never waits."""
         snap = self.lags.snapshot() if self.lags is not None else None
@@ -283,11 +325,15 @@ class GroupAssignor(AbstractPartitionAssignor):
             source += f" ({unknown} partition(s) not in it count as lag 0)"
         return merged, source, True
 
-    def _encode(self, partitions: Sequence[TopicPartitionKey]) -> ConsumerProtocolAssignment:
+    def _encode(
+        self, partitions: Sequence[TopicPartitionKey], promised: Sequence[TopicPartitionKey] = ()
+    ) -> ConsumerProtocolAssignment:
         by_topic: dict[str, list[int]] = {}
         for t, p in partitions:
             by_topic.setdefault(t, []).append(p)
-        return ConsumerProtocolAssignment(self.version, sorted((t, sorted(ps)) for t, ps in by_topic.items()), b"")
+        # the generation of the promise is the member's to add: the broker numbers the round after assign()
+        user_data = encode_user_data(promised, NO_GENERATION) if promised else b""
+        return ConsumerProtocolAssignment(self.version, sorted((t, sorted(ps)) for t, ps in by_topic.items()), user_data)
 
 
 def _partitions(cluster: Any, topics: Sequence[str]) -> pd.DataFrame:

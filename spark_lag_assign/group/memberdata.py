@@ -7,7 +7,12 @@ leader change):
 - eager protocol: in the subscription's user data, in this module's format (KIP-54 does
   the same with its own struct);
 - cooperative protocol (KIP-429): in the subscription's ``owned_partitions`` and
-  ``generation_id`` fields (subscription version 2), as Kafka's own consumer does.
+  ``generation_id`` fields (subscription version 2), as Kafka's own consumer does. Its user
+  data then says what the member was *promised*: partitions the last round planned for it
+  but left with their holder until the holder revokes them. The leader puts them in the
+  member's assignment (same format, generation -1: the leader does not know the number
+  yet), the member sends them back with its generation, and whichever member leads the
+  next round plans from the same target as the round that made the promise.
 
 User data, version 1, big-endian with Kafka's primitive types::
 
@@ -123,6 +128,8 @@ class MemberInfo:
     owned: tuple[TopicPartitionKey, ...] = ()
     generation: int = NO_GENERATION
     problem: str | None = None  # why its ownership was ignored, if it was
+    promised: tuple[TopicPartitionKey, ...] = ()  # cooperative: planned for it, still with their holder
+    promise_problem: str | None = None  # why its promises were ignored, if they were
 
 
 def read_member(member: Any, cooperative: bool) -> MemberInfo:
@@ -133,9 +140,12 @@ def read_member(member: Any, cooperative: bool) -> MemberInfo:
     metadata = member.metadata
     key = member_key(member.member_id, getattr(member, "group_instance_id", None))
     topics = tuple(sorted({str(t) for t in (getattr(metadata, "topics", None) or ())}))
+    promised: tuple[TopicPartitionKey, ...] = ()
+    why: str | None = None
     try:
         if cooperative:
             generation, owned = _read_owned_partitions(metadata)
+            promised, why = _read_promises(metadata, generation)
         else:
             user_data = getattr(metadata, "user_data", None)
             if not user_data:
@@ -143,7 +153,7 @@ def read_member(member: Any, cooperative: bool) -> MemberInfo:
             generation, owned = decode_user_data(user_data)
     except (MemberDataError, TypeError, ValueError, AttributeError) as exc:
         return MemberInfo(member.member_id, key, topics, problem=str(exc))
-    return MemberInfo(member.member_id, key, topics, tuple(owned), generation)
+    return MemberInfo(member.member_id, key, topics, tuple(owned), generation, promised=promised, promise_problem=why)
 
 
 def _read_owned_partitions(metadata: Any) -> tuple[int, list[TopicPartitionKey]]:
@@ -167,6 +177,22 @@ def _read_owned_partitions(metadata: Any) -> tuple[int, list[TopicPartitionKey]]
     return (NO_GENERATION if generation is None else int(generation)), sorted(owned)
 
 
+def _read_promises(metadata: Any, generation: int) -> tuple[tuple[TopicPartitionKey, ...], str | None]:
+    """The partitions a cooperative member was promised, and why they were ignored, if they
+    were. Unreadable promises cost the member its promises only, never its ownership: what it
+    holds must still be revoked before anyone else gets it."""
+    user_data = getattr(metadata, "user_data", None)
+    if not user_data:
+        return (), None
+    try:
+        promised_in, promised = decode_user_data(user_data)
+    except (MemberDataError, TypeError, ValueError) as exc:
+        return (), str(exc)
+    if promised_in != generation:
+        return (), f"promises of generation {promised_in} sent with ownership of generation {generation}"
+    return tuple(promised), None
+
+
 @dataclass(frozen=True)
 class Claims:
     """Who owns what, settled from every member's report.
@@ -175,21 +201,36 @@ class Claims:
     tie in one generation leaves the partition unowned). ``holders``: partition -> the keys
     that may really hold it right now (members of the newest generation reported), for the
     cooperative protocol, which must not hand a partition on before its holder let it go.
+    ``promised``: partition -> the key of the member the newest round planned it for while
+    another still held it (cooperative); a partition promised to two members is promised to
+    neither. ``target()`` is the plan that round aimed at: promises over ownership.
     """
 
     owners: Mapping[TopicPartitionKey, str] = field(default_factory=dict)
     holders: Mapping[TopicPartitionKey, frozenset[str]] = field(default_factory=dict)
     conflicts: tuple[TopicPartitionKey, ...] = ()
+    promised: Mapping[TopicPartitionKey, str] = field(default_factory=dict)
+
+    def target(self) -> dict[TopicPartitionKey, str]:
+        """Who each claimed partition is meant for: its promised member, else its owner."""
+        return {**self.owners, **self.promised}
 
 
 def settle_claims(members: Sequence[MemberInfo]) -> Claims:
     """Settle the members' claims (see ``Claims``); members with a ``problem`` claim nothing."""
     best: dict[TopicPartitionKey, tuple[int, list[str]]] = {}
     newest = max((m.generation for m in members if m.owned and m.problem is None), default=NO_GENERATION)
+    # promises count if no one reports a newer round: a member promised all it gets owns nothing
+    # yet, so it may be the only one that reports the round which promised them
+    promising = max((m.generation for m in members if m.promised and m.problem is None), default=NO_GENERATION)
     holders: dict[TopicPartitionKey, set[str]] = {}
+    promised: dict[TopicPartitionKey, list[str]] = {}
     for m in sorted(members, key=lambda m: m.key):
         if m.problem is not None:
             continue
+        if m.generation == promising >= newest:  # an older round's promise was overtaken by a newer round's plan
+            for tp in m.promised:
+                promised.setdefault(tp, []).append(m.key)
         for tp in m.owned:
             if m.generation == newest:
                 holders.setdefault(tp, set()).add(m.key)
@@ -200,4 +241,9 @@ def settle_claims(members: Sequence[MemberInfo]) -> Claims:
                 current[1].append(m.key)
     owners = {tp: keys[0] for tp, (_, keys) in best.items() if len(keys) == 1}
     conflicts = tuple(sorted(tp for tp, (_, keys) in best.items() if len(keys) > 1))
-    return Claims(owners, {tp: frozenset(ks) for tp, ks in holders.items()}, conflicts)
+    return Claims(
+        owners,
+        {tp: frozenset(ks) for tp, ks in holders.items()},
+        conflicts,
+        {tp: keys[0] for tp, keys in promised.items() if len(keys) == 1},
+    )

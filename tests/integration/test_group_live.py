@@ -26,11 +26,13 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from spark_lag_assign.metrics import quality
 from spark_lag_assign.testing.localkafka import LocalKafka, create_topic, produce
@@ -299,6 +301,203 @@ def test_cooperative_members_never_own_a_partition_at_the_same_time(kafka: Local
     assert revoked, "no partition was ever revoked"
     assert check_ownership_never_overlaps(members) > len(every)
     check_records(members, {(topic, p): n + 30 for p, n in enumerate(sizes)})
+
+
+def moved(before: dict[str, set[TP]], after: dict[str, set[TP]]) -> int:
+    """Partitions whose owner differs between two stable states."""
+    owner = {tp: n for n, tps in before.items() for tp in tps}
+    return sum(owner.get(tp) != n for n, tps in after.items() for tp in tps)
+
+
+def test_cooperative_moves_what_eager_moves_on_a_join_a_killed_leader_and_a_leave(kafka: LocalKafka, tmp_path: Path) -> None:
+    """An eager and a cooperative lag-sticky group side by side, on the same two topics with
+    the same skewed backlog; their members hold their partitions paused and commit nothing, so
+    both groups plan from the same lags all along. Members join one at a time (a group's plan
+    depends on the order its members first joined), then a fourth joins, the leader is
+    killed and another member leaves. After each change the cooperative group must own what
+    the eager one owns, having moved no more partitions, never two owners at once."""
+    sizes = {"grp-twin-a": [1912, 1375, 619, 277, 223, 68], "grp-twin-b": [1728, 690, 310, 261, 210, 68]}
+    for topic, backlog in sizes.items():
+        create_topic(kafka.bootstrap_servers, topic, len(backlog))
+        produce(kafka.bootstrap_servers, topic, dict(enumerate(backlog)))
+    every = {(t, p) for t, backlog in sizes.items() for p in range(len(backlog))}
+    paused = ["--strategy", "lag-sticky", "--start-when-exists", str(tmp_path / "never")]
+    groups: dict[str, list[Member]] = {"eager": [], "cooperative": []}
+
+    def start(name: str) -> None:
+        for protocol, members in groups.items():
+            home = tmp_path / protocol
+            home.mkdir(exist_ok=True)
+            extra = ["--cooperative"] if protocol == "cooperative" else []
+            members.append(Member(home, kafka, f"grp-twin-{protocol}", ",".join(sizes), name, *paused, *extra))
+
+    def settled() -> dict[str, dict[str, set[TP]]]:
+        with ThreadPoolExecutor(len(groups)) as pool:
+            waits = {p: pool.submit(wait_stable, members, every, timeout=SESSION_MS / 1000 + 40) for p, members in groups.items()}
+            return {protocol: wait.result() for protocol, wait in waits.items()}
+
+    def member(protocol: str, name: str) -> Member:
+        return next(m for m in groups[protocol] if m.name == name)
+
+    states = []
+    try:
+        for name in "abc":
+            start(name)
+            states.append(settled())
+        start("d")
+        states.append(settled())
+        leaders = {protocol: (last_led(members) or {}).get("member") for protocol, members in groups.items()}
+        assert leaders["eager"] == leaders["cooperative"] == "a", leaders
+        for protocol in groups:
+            member(protocol, "a").kill()
+        states.append(settled())
+        for protocol in groups:
+            member(protocol, "b").stop()  # a dynamic member leaves the group cleanly
+        states.append(settled())
+    finally:
+        for members in groups.values():
+            for m in members:
+                m.stop()
+    for step, (before, after) in enumerate(itertools.pairwise(states)):
+        moves = {protocol: moved(before[protocol], after[protocol]) for protocol in groups}
+        assert after["cooperative"] == after["eager"], (step, before, after)
+        assert moves["cooperative"] <= moves["eager"], (step, moves)
+    assert [set(s["cooperative"]) for s in states[-3:]] == [set("abcd"), set("bcd"), set("cd")]
+    check_ownership_never_overlaps(groups["cooperative"])
+
+
+class HeldRevocation(ConsumerRebalanceListener):
+    """A rebalance listener that, once armed, keeps its member inside the next revocation
+    until released: the member cannot rejoin, so the group's next round waits for it. It
+    cannot heartbeat meanwhile either, so it lets go by itself well inside the session."""
+
+    def __init__(self) -> None:
+        self.armed = threading.Event()
+        self.holding = threading.Event()
+        self.released = threading.Event()
+        self.held_until_released = False
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        if revoked and self.armed.is_set():
+            self.armed.clear()
+            self.holding.set()
+            self.held_until_released = self.released.wait(0.75 * SESSION_MS / 1000)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        pass
+
+
+class InProcessGroup:
+    """Consumers of one group in threads of this process, each polling until closed."""
+
+    def __init__(self, kafka: LocalKafka, group: str, topic: str, assignor: type) -> None:
+        from kafka import KafkaAdminClient
+
+        self.kafka, self.group, self.topic, self.assignor = kafka, group, topic, assignor
+        self.stop = threading.Event()
+        self.owned: dict[str, set[TP]] = {}
+        self.listeners: dict[str, HeldRevocation] = {}
+        self.assignors: dict[str, Any] = {}
+        self.threads: list[threading.Thread] = []
+        self.admin = KafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+
+    def start(self, name: str) -> None:
+        self.listeners[name] = listener = HeldRevocation()
+        self.assignors[name] = assignor = self.assignor()
+        self.owned[name] = set()
+
+        def consume() -> None:
+            from kafka import KafkaConsumer
+
+            from spark_lag_assign.group import subscribe
+
+            # client id = name: a dynamic member's id starts with it, so members sort by name
+            consumer = KafkaConsumer(
+                bootstrap_servers=self.kafka.bootstrap_servers, group_id=self.group, client_id=name,
+                session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500, max_poll_interval_ms=15000,
+                enable_auto_commit=False, partition_assignment_strategy=[assignor],
+            )
+            try:
+                subscribe(consumer, [self.topic], listener)
+                while not self.stop.is_set():
+                    consumer.poll(timeout_ms=200)
+                    self.owned[name] = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+            finally:
+                consumer.close()
+
+        thread = threading.Thread(target=consume, name=f"{self.group}-{name}", daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def state(self) -> str:
+        return str(self.admin.describe_groups([self.group]).get(self.group, {}).get("group_state"))
+
+    def settled(self, every: set[TP], timeout: float = 30.0) -> dict[str, set[TP]]:
+        """The members' partitions once they cover ``every`` once, the leader's plan for this
+        many members left nothing in flight, and nothing changed for a second and a half."""
+        deadline = time.monotonic() + timeout
+        seen: Any = None
+        since = time.monotonic()
+        while time.monotonic() < deadline:
+            owned = {n: set(tps) for n, tps in self.owned.items()}
+            led = [a.last for a in self.assignors.values() if a.last is not None and a.last.members == len(owned)]
+            ok = (
+                sum(map(len, owned.values())) == len(every) and set().union(*owned.values()) == every
+                and bool(led) and all(r.deferred == 0 for r in led)
+            )
+            state = (ok, {n: sorted(v) for n, v in owned.items()})
+            if state != seen:
+                seen, since = state, time.monotonic()
+            elif ok and time.monotonic() - since >= 1.5:
+                return owned
+            time.sleep(0.1)
+        raise AssertionError(f"group {self.group} did not settle: {seen}")
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=20)
+        self.admin.close()
+
+
+def test_a_member_joining_while_moves_are_in_flight_ends_where_the_eager_protocol_ends(kafka: LocalKafka) -> None:
+    """KIP-54 sticky, so that only counts matter. a owns t-0..t-2; c joins and a gives up t-2
+    for it, but a is held inside that revocation while d joins, so the group's next round has
+    a, c and d. The eager protocol (c's join completed, then d's) ends with t-2 at c and t-1
+    at d; the cooperative one must end there too."""
+    from spark_lag_assign.group import CooperativeStickyAssignor, StickyAssignor
+
+    topic = "grp-in-flight"
+    create_topic(kafka.bootstrap_servers, topic, 3)
+    every = {(topic, p) for p in range(3)}
+    eager = InProcessGroup(kafka, "grp-in-flight-eager", topic, StickyAssignor)
+    cooperative = InProcessGroup(kafka, "grp-in-flight-cooperative", topic, CooperativeStickyAssignor)
+    try:
+        for group in (eager, cooperative):
+            group.start("a")
+            assert group.settled(every) == {"a": every}
+        for name in ("c", "d"):
+            eager.start(name)
+            eager.settled(every)
+        cooperative.listeners["a"].armed.set()
+        cooperative.start("c")
+        assert cooperative.listeners["a"].holding.wait(20), "a was never asked to give a partition up"
+        cooperative.start("d")
+        # d's join has reached the coordinator once the group prepares a rebalance; a, held,
+        # has not rejoined, so the round that completes c's move will have d in it
+        deadline = time.monotonic() + 0.6 * SESSION_MS / 1000
+        while cooperative.state() != "PreparingRebalance" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert cooperative.state() == "PreparingRebalance"
+        cooperative.listeners["a"].released.set()
+        final = cooperative.settled(every)
+        ended = eager.settled(every)
+    finally:
+        cooperative.close()
+        eager.close()
+    assert cooperative.listeners["a"].held_until_released  # the schedule was the one described
+    assert ended == {"a": {(topic, 0)}, "c": {(topic, 2)}, "d": {(topic, 1)}}
+    assert final == ended
 
 
 def test_the_leader_never_waits_for_a_lag_read(kafka: LocalKafka) -> None:

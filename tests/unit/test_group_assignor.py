@@ -7,6 +7,7 @@ reference for every plan (the plugin must add nothing of its own).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign.group import (
@@ -21,14 +23,16 @@ from spark_lag_assign.group import (
     CooperativeStickyAssignor,
     GroupLagMonitor,
     LagAssignor,
+    LagSnapshot,
     LagStickyAssignor,
     RangeAssignor,
     StaticLags,
     StickyAssignor,
     assignor_class,
+    decode_user_data,
     encode_user_data,
 )
-from spark_lag_assign.group.simulate import SimulatedGroup
+from spark_lag_assign.group.simulate import Round, SimulatedGroup
 from spark_lag_assign.metrics import quality
 
 LOGGER = "spark_lag_assign.group.assignor"
@@ -330,6 +334,156 @@ def test_cooperative_second_round_completes_the_first_rounds_target_even_if_lags
     assert second.assignment["b"] == first.revoked["a"] and not any(second.revoked.values())
 
 
+def test_a_join_while_moves_are_in_flight_keeps_what_the_first_round_promised() -> None:
+    """KIP-54 sticky, so that only counts matter: a owns t-0..t-2; c joins and a gives up t-2
+    for it; d joins before the second round. The eager protocol ends with t-2 at c and d
+    taking t-1; so must the cooperative one (replanned from a's half-done state it sent t-2
+    to d and took t-1 from a for c)."""
+    sizes = {"t": [1, 1, 1]}
+    group, lags = group_of(CooperativeStickyAssignor, sizes, ["a"])
+    group.settle()
+    group.join("c", CooperativeStickyAssignor(lags), ["t"], instance_id="c")
+    first = group.rebalance()
+    assert first.revoked["a"] == {("t", 2)} and not first.assignment["c"]
+    group.join("d", CooperativeStickyAssignor(lags), ["t"], instance_id="d")  # before the second round
+    rounds = group.settle()
+    assert not any(r.handed_over_while_held for r in rounds)
+    assert group.owned() == {"a": {("t", 0)}, "c": {("t", 2)}, "d": {("t", 1)}}
+    eager, eager_lags = group_of(StickyAssignor, sizes, ["a"])
+    for name in ("", "c", "d"):
+        if name:
+            eager.join(name, StickyAssignor(eager_lags), ["t"], instance_id=name)
+        eager.settle()
+    assert group.owned() == eager.owned()
+
+
+def test_a_new_leader_plans_from_the_target_its_predecessor_promised() -> None:
+    sizes = {"t": [100, 90, 80, 70, 60, 50]}
+    group, lags = group_of(CooperativeLagStickyAssignor, sizes, ["a", "b"])
+    group.settle(leader="a")
+    group.join("c", CooperativeLagStickyAssignor(lags), ["t"], instance_id="c")
+    first = group.rebalance(leader="a")
+    assert first.revoked["a"] and first.revoked["b"] and not first.assignment["c"]
+    group.leave("a")  # the leader dies with the target in its memory; c's promises live on in c
+    rounds = group.settle(leader="b")
+    assert not any(r.handed_over_while_held for r in rounds)
+    eager, eager_lags = group_of(LagStickyAssignor, sizes, ["a", "b"])
+    eager.settle(leader="a")
+    eager.join("c", LagStickyAssignor(eager_lags), ["t"], instance_id="c")
+    eager.settle(leader="a")
+    eager.leave("a")
+    eager.settle(leader="b")
+    assert group.owned() == eager.owned()
+
+
+def test_a_target_that_a_later_round_overtook_is_not_handed_out_again() -> None:
+    """a made a target and b completed it; the lags then changed and b, leading, moved
+    partitions. When a leads the same group again, with the same lags as b, its old target is
+    history: nothing moves."""
+    table = lag_table({"t": [170, 127, 102, 54, 62, 9]})
+    lags = ShiftingLags(table)
+    group = SimulatedGroup({"t": 6})
+    for name in ("a", "b"):
+        group.join(name, CooperativeLagStickyAssignor(lags, options={"tolerance": 0.0}), ["t"], instance_id=name)
+    group.settle(leader="a")
+    group.join("c", CooperativeLagStickyAssignor(lags, options={"tolerance": 0.0}), ["t"], instance_id="c")
+    group.rebalance(leader="a")  # a remembers this round's target
+    group.settle(leader="b")  # b completes it
+    target = group.owned()
+    lags.shift = 1
+    group.settle(leader="b")
+    assert group.owned() != target  # b moved partitions for the new lags
+    now = group.owned()
+    again = group.rebalance(leader="a")
+    assert group.owned() == now and not any(again.revoked.values())
+
+
+class ShiftingLags:
+    """A lag source whose table a test rotates between rebalances: ``shift`` moves every
+    topic's lags that many partitions on, so the heavy partitions change places."""
+
+    def __init__(self, table: pd.DataFrame) -> None:
+        self.table = table
+        self.shift = 0
+
+    def watch(self, topics: object) -> None:
+        pass
+
+    def snapshot(self) -> LagSnapshot | None:
+        rotated = self.table.assign(
+            lag=self.table.groupby("topic")["lag"].transform(lambda s: np.roll(s.to_numpy(), self.shift))
+        )
+        return StaticLags(rotated).snapshot()
+
+
+#: one change of the group: (join / leave / leader, the joiner's topics, whether the next
+#: change comes while this one's moves are still in flight, the lags' shift from now on)
+Change = tuple[str, list[str], bool, int]
+
+
+@st.composite
+def group_histories(draw: st.DrawFn) -> tuple[str, dict[str, list[int]], list[list[str]], list[Change]]:
+    strategy = draw(st.sampled_from(["lag-sticky", "sticky", "lag"]))
+    sizes = draw(
+        st.dictionaries(st.sampled_from(["t0", "t1"]), st.lists(st.integers(0, 5_000), min_size=1, max_size=6), min_size=1)
+    )
+    topics = st.lists(st.sampled_from(sorted(sizes)), min_size=1, unique=True).map(sorted)
+    first = draw(st.lists(topics, min_size=1, max_size=3))
+    changes = draw(
+        st.lists(st.tuples(st.sampled_from(["join", "leave", "leader"]), topics, st.booleans(), st.integers(0, 2)), min_size=1, max_size=4)
+    )
+    return strategy, sizes, first, changes
+
+
+def play(
+    strategy: str, cooperative: bool, sizes: dict[str, list[int]], first: list[list[str]], changes: list[Change]
+) -> tuple[list[Round], list[dict[str, frozenset[tuple[str, int]]]]]:
+    """Every round, and the assignment at every stable state, of a group living through ``changes``."""
+    cls = assignor_class(strategy, cooperative=cooperative)
+    lags = ShiftingLags(lag_table(sizes))
+    group = SimulatedGroup({t: len(v) for t, v in sizes.items()})
+    for i, topics in enumerate(first):
+        group.join(f"m{i}", cls(lags), topics, instance_id=f"m{i}")
+    rounds = group.settle()
+    stable = [group.owned()]
+    for i, (kind, topics, in_flight, shift) in enumerate(changes):
+        lags.shift = shift
+        if kind == "join" or len(group.members) == 1:  # every change changes the group
+            group.join(f"j{i}", cls(lags), topics, instance_id=f"j{i}")
+        else:  # the first member leads every round: "leader" takes the leader away
+            group.leave(next(iter(group.members)) if kind == "leader" else list(group.members)[-1])
+        if cooperative and in_flight and i < len(changes) - 1:
+            rounds.append(group.rebalance())  # one round only: the next change arrives mid-move
+        else:
+            rounds.extend(group.settle())
+            stable.append(group.owned())
+    return rounds, stable
+
+
+def moves(stable: list[dict[str, frozenset[tuple[str, int]]]]) -> int:
+    """Owner changes between consecutive stable states, summed."""
+    total = 0
+    for before, after in itertools.pairwise(stable):
+        owner = {tp: n for n, tps in before.items() for tp in tps}
+        total += sum(owner.get(tp) != n for n, tps in after.items() for tp in tps)
+    return total
+
+
+@given(group_histories())
+def test_cooperative_ends_where_eager_ends_and_moves_no_more(history: tuple[str, dict[str, list[int]], list[list[str]], list[Change]]) -> None:
+    """The same changes to the same group with the same lags: the cooperative protocol must
+    land on the eager protocol's assignment, never hand over a held partition, and move no
+    more partitions between its stable states (it has fewer of them when a change arrives
+    mid-move: that one's transient state is never reached)."""
+    strategy, sizes, first, changes = history
+    _, eager = play(strategy, False, sizes, first, changes)
+    rounds, cooperative = play(strategy, True, sizes, first, changes)
+    assert not any(r.handed_over_while_held for r in rounds)
+    assert not any(rounds[-1].revoked.values())  # the last change's moves completed
+    assert cooperative[-1] == eager[-1]
+    assert moves(cooperative) <= moves(eager)
+
+
 def test_cooperative_metadata_carries_owned_partitions_and_generation() -> None:
     from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
@@ -339,6 +493,27 @@ def test_cooperative_metadata_carries_owned_partitions_and_generation() -> None:
     assert wire.version == 2 and wire.generation_id == 1 and wire.user_data in (b"", None)
     # u is no longer read: it is revoked before the join, so it is not claimed
     assert [(e.topic, sorted(e.partitions)) for e in wire.owned_partitions] == [("t", [0, 1, 2])]
+
+
+def test_a_promise_travels_in_the_assignment_and_comes_back_in_the_subscription(caplog: pytest.LogCaptureFixture) -> None:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
+
+    group, lags = group_of(CooperativeStickyAssignor, {"t": [1] * 4}, ["a"])
+    group.settle()
+    group.join("b", CooperativeStickyAssignor(lags), ["t"], instance_id="b")
+    first = group.rebalance()
+    assert first.assignment["b"] == frozenset() and len(first.revoked["a"]) == 2
+    wire = ConsumerProtocolSubscription.decode(group.members["b"].assignor.metadata({"t"}).encode())
+    assert wire.generation_id == first.generation
+    assert decode_user_data(wire.user_data) == (first.generation, sorted(first.revoked["a"]))
+    # a is promised nothing: it sends no user data
+    assert ConsumerProtocolSubscription.decode(group.members["a"].assignor.metadata({"t"}).encode()).user_data in (b"", None)
+    # an assignment whose promises cannot be read costs the promises, never the join
+    member = CooperativeStickyAssignor(lags)
+    with caplog.at_level(logging.WARNING, LOGGER):
+        member.on_assignment(ConsumerProtocolAssignment(1, [("t", [0])], b"\x00\x07junk"), 9)
+    assert "unreadable" in caplog.text
+    assert ConsumerProtocolSubscription.decode(member.metadata({"t"}).encode()).user_data in (b"", None)
 
 
 def test_eager_and_cooperative_cannot_be_mixed_in_one_consumer() -> None:

@@ -122,3 +122,46 @@ def test_a_newer_generation_wins_a_tie_loses_for_both() -> None:
         ("t", 1): frozenset({"1:c"}),
         ("t", 3): frozenset({"1:c", "1:d"}),
     }
+
+
+def cooperative_member(member_id: str, owned: list[int], generation: int, user_data: bytes = b"") -> SimpleNamespace:
+    entry = SimpleNamespace(topic="t", partitions=owned)
+    meta = subscription(["t"], user_data, version=2, owned_partitions=[entry] if owned else [], generation_id=generation)
+    return SimpleNamespace(member_id=member_id, group_instance_id=None, metadata=meta)
+
+
+def test_a_cooperative_member_reports_what_it_was_promised() -> None:
+    info = read_member(cooperative_member("m", [0], 6, encode_user_data([("t", 2), ("t", 1)], 6)), cooperative=True)
+    assert info == MemberInfo("m", "1:m", ("t",), (("t", 0),), 6, promised=(("t", 1), ("t", 2)))
+
+
+@pytest.mark.parametrize(
+    ("user_data", "why"),
+    [(encode_user_data([("t", 1)], 5), "promises of generation 5 sent with ownership of generation 6"), (b"\x00\x01\x00", "truncated")],
+    ids=["another-generation", "garbled"],
+)
+def test_unreadable_or_stale_promises_are_dropped_but_ownership_stays(user_data: bytes, why: str) -> None:
+    info = read_member(cooperative_member("m", [0], 6, user_data), cooperative=True)
+    # what it holds must still be revoked before anyone else may have it: only the promises go
+    assert info.owned == (("t", 0),) and info.problem is None
+    assert info.promised == () and info.promise_problem is not None and why in info.promise_problem
+
+
+def test_promises_of_the_newest_round_count_and_win_over_ownership() -> None:
+    members = [
+        MemberInfo("a", "1:a", ("t",), (("t", 0), ("t", 1)), 7),  # still holds t-1, promised to b
+        MemberInfo("b", "1:b", ("t",), (), 7, promised=(("t", 1), ("t", 2))),
+        MemberInfo("c", "1:c", ("t",), (("t", 3),), 7, promised=(("t", 2),)),  # t-2 promised twice: to neither
+        MemberInfo("d", "1:d", ("t",), (("t", 4),), 6, promised=(("t", 5),)),  # an older round's promise
+    ]
+    claims = settle_claims(members)
+    assert dict(claims.promised) == {("t", 1): "1:b"}
+    assert claims.target() == {("t", 0): "1:a", ("t", 1): "1:b", ("t", 3): "1:c", ("t", 4): "1:d"}
+    assert dict(claims.holders)[("t", 1)] == frozenset({"1:a"})  # the promise moves nothing by itself
+
+
+def test_promises_newer_than_every_ownership_count_and_still_wait_for_the_holder() -> None:
+    # b was promised t-0 in round 4; a, which holds it, reports round 3 (it missed round 4)
+    claims = settle_claims([MemberInfo("a", "1:a", ("t",), (("t", 0),), 3), MemberInfo("b", "1:b", ("t",), (), 4, promised=(("t", 0),))])
+    assert dict(claims.promised) == {("t", 0): "1:b"}
+    assert dict(claims.holders) == {("t", 0): frozenset({"1:a"})}
