@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign import plan as plan_io
+from spark_lag_assign import plan as plan_io, sparkcompat
 from spark_lag_assign.consume.committer import (
     CommitFunction,
     ProgressCommitter,
@@ -544,8 +544,7 @@ class PlanFollower:
                         "%s: no pause between batches within %gs; stopped mid-batch (that batch is read again)",
                         self.consumer, self.stop_timeout,
                     )  # fmt: skip
-                progress = query.lastProgress
-                ends = [s.endOffset for s in progress.sources] if progress is not None else []
+                ends = sparkcompat.source_end_offsets(query.lastProgress)
                 result, committed = self._final_commit(str(query.id), ends)
             else:
                 query.stop()  # at once: whatever it read after its lease lapsed is not committed

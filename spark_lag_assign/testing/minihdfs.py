@@ -1,8 +1,8 @@
 """A real HDFS (one NameNode, one DataNode) on loopback, for tests of the ``hdfs://`` store.
 
 It runs Hadoop's own ``org.apache.hadoop.test.MiniDFSClusterManager`` from the jars that
-``make jvm`` fetched with Maven (``.jvm/hdfs``: ``hadoop-client-minicluster`` at the Hadoop
-version PySpark bundles). The NameNode's RPC port is chosen by the kernel (port 0) unless
+``make jvm`` fetched with Maven (``.jvm/hdfs-<version>``: ``hadoop-client-minicluster`` at
+the Hadoop version PySpark bundles). The NameNode's RPC port is chosen by the kernel (port 0) unless
 one is given, and read back from the details file the manager writes once the cluster is
 up, so two clusters never race for a port. Data lives under a work directory (a fresh
 temporary one by default, removed on stop). ``MiniHDFS`` is a context manager: the cluster
@@ -46,9 +46,10 @@ class HDFSError(SparkLagAssignError):
 
 def _jars() -> str:
     """The classpath of the minicluster: a clear error if ``make jvm`` never fetched it."""
-    found = sorted((jvm.JVM_DIR / "hdfs").glob("*.jar"))
+    where = jvm.set_dir("hdfs")
+    found = sorted(where.glob("*.jar"))
     if not any(p.name.startswith("hadoop-client-minicluster-") for p in found):
-        raise JvmError(f"no hadoop-client-minicluster jar in {jvm.JVM_DIR / 'hdfs'}: run `make jvm` (fetches it with Maven)")
+        raise JvmError(f"no hadoop-client-minicluster jar in {where}: run `make jvm` (fetches it with Maven)")
     return os.pathsep.join(str(p) for p in found)
 
 

@@ -40,6 +40,8 @@ PURE = [
     "spark_lag_assign.report",
     "spark_lag_assign.retry",
     "spark_lag_assign.simulate",
+    # what differs between Spark lines: versions, directories and the objects callers hand it
+    "spark_lag_assign.sparkcompat",
     "spark_lag_assign.subscriptions",
     "spark_lag_assign.uris",
     # the control plane: stores and the consuming side; Spark reaches them only as objects
@@ -79,6 +81,7 @@ SPARK_EDGE = [
     "spark_lag_assign.session",
     "spark_lag_assign.store.hadoop",
     "spark_lag_assign.testing.localkafka",
+    "spark_lag_assign.testing.jvmfetch",
     "spark_lag_assign.testing.minihdfs",
     "spark_lag_assign.testing.namespaces",
     "spark_lag_assign.testing.pipeline_app",
