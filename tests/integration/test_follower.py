@@ -35,6 +35,9 @@ from spark_lag_assign.store import ClaimRecord, open_store
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from tests.contract import directory_faults
 
+#: every test here reads with Spark's Kafka source: the shared session loads its jars
+pytestmark = pytest.mark.kafka_source
+
 REPO = Path(__file__).resolve().parents[2]
 MAX_PER_TRIGGER = 50  # a micro-batch holds at most this many records: the duplicate bound per moved partition
 LEASE = 10.0
