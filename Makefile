@@ -12,6 +12,9 @@ export MVN
 # runs the consuming side too. `make test-compat` runs the other supported lines.
 PYSPARK_VERSION ?= 4.0.0
 PACK   := build/pack-venv
+# `make dist PYTHON_PREFIX=/usr`: the packed environment's bin/python links to /usr/bin/python3.11
+# on the cluster's hosts instead of to the Python that built it (README, "On a cluster")
+PYTHON_PREFIX ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 
 .PHONY: help setup venv jvm demo lint test test-compat test-protocol test-thorough test-cluster test-unit bench bench-speed bench-quick broker dist clean
@@ -79,7 +82,7 @@ dist: venv ## dist/: the wheel, and the packed environment for spark-submit --ar
 	$(PY) -m venv $(PACK)
 	$(PACK)/bin/python -m pip install --quiet -c build/constraints.txt -r build/runtime.txt
 	$(PACK)/bin/python -m pip install --quiet --no-deps dist/spark_lag_assign-*.whl
-	$(VENV)/bin/venv-pack --quiet --prefix $(PACK) --output dist/spark_lag_assign-env.tar.gz
+	$(VENV)/bin/venv-pack --quiet --prefix $(PACK) $(if $(PYTHON_PREFIX),--python-prefix $(PYTHON_PREFIX)) --output dist/spark_lag_assign-env.tar.gz
 	chmod 644 dist/spark_lag_assign-env.tar.gz
 	@echo "dist/: the wheel, and spark_lag_assign-env.tar.gz for --archives (README, \"On a cluster\")"
 

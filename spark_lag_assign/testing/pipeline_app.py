@@ -250,6 +250,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = local_session(
         f"sla-pipeline-{args.consumer}",
         master=args.master,
+        # jars given as settings (a submitted application: spark-submit --jars or --conf) replace
+        # the checkout's, which a packed environment on a cluster does not have
+        with_kafka="spark.jars" not in conf,
         extra={
             "spark.driver.memory": args.driver_memory,
             "spark.sql.shuffle.partitions": "1",

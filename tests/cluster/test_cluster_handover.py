@@ -1,7 +1,10 @@
 """Proof on a real multi-node Spark cluster, on loopback (issue 11, item 4).
 
 A Spark standalone master and two workers (``StandaloneCluster``, the pip package's own
-daemons), the local broker, and a real HDFS. The planner (``spark-submit
+daemons) whose Python has nothing installed, the local broker, and a real HDFS. Every
+application ships ``make dist``'s packed environment (``spark.archives``): the executors'
+Python and packages come from it, and the drivers run the same archive unpacked on this host
+(tests/cluster/conftest.py). The planner (``spark-submit
 jobs/plan_assignments.py``) and three pipelines (``spark_lag_assign.testing.pipeline_app``
 with ``--master spark://...``) are each their own Spark application in client mode, with
 ``spark.cores.max=1``, whose executors run on the workers; each driver runs in its own
@@ -34,7 +37,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -70,16 +72,30 @@ HDFS_CLIENT = {f"spark.hadoop.{k}": v for k, v in MiniHDFS.client_conf.items()}
 # -- a small proof that the cluster is one: an application's executors on both workers ----------
 
 
-def test_an_application_runs_executors_on_both_workers(cluster: StandaloneCluster, tmp_path: Path) -> None:
+#: an application that says, from each Python worker on the executors and from its driver,
+#: which interpreter runs it and where pandas, pyarrow and this package come from
+WHERE_FROM = (
+    "import os, sys\n"
+    "from pyspark.sql import SparkSession\n"
+    "def where(_):\n"
+    "    import pandas, pyarrow, spark_lag_assign\n"
+    "    return (os.getpid(), sys.prefix, pandas.__file__, pyarrow.__file__, spark_lag_assign.__file__)\n"
+    "spark = SparkSession.builder.appName('sla-two-workers').getOrCreate()\n"
+    "found = spark.sparkContext.parallelize(range(16), 16).map(where).distinct().collect()\n"
+    "print('APP', spark.sparkContext.applicationId, 'PYTHON-WORKER-PIDS', len({f[0] for f in found}), flush=True)\n"
+    "for f in sorted(set(found)):\n"
+    "    print('EXECUTOR', *f[1:], flush=True)\n"
+    "import pandas, spark_lag_assign\n"
+    "print('DRIVER', sys.prefix, pandas.__file__, spark_lag_assign.__file__, flush=True)\n"
+    "spark.stop()\n"
+)
+
+
+def test_an_application_runs_executors_on_both_workers_with_python_from_the_archive(
+    cluster: StandaloneCluster, tmp_path: Path
+) -> None:
     script = tmp_path / "two_workers.py"
-    script.write_text(
-        "import os, socket\n"
-        "from pyspark.sql import SparkSession\n"
-        "spark = SparkSession.builder.appName('sla-two-workers').getOrCreate()\n"
-        "pids = spark.sparkContext.parallelize(range(16), 16).map(lambda _: os.getpid()).distinct().collect()\n"
-        "print('APP', spark.sparkContext.applicationId, 'PYTHON-WORKER-PIDS', len(pids), flush=True)\n"
-        "spark.stop()\n"
-    )
+    script.write_text(WHERE_FROM)
     # two cores for this one: spread out, one executor on each worker
     argv = cluster.submit_command(script, conf={"spark.cores.max": "2", "spark.executor.cores": "1"})
     done = subprocess.run(argv, env={**os.environ, **cluster.submit_env()}, capture_output=True, text=True,
@@ -91,6 +107,37 @@ def test_an_application_runs_executors_on_both_workers(cluster: StandaloneCluste
     executors = cluster.executors(app_id.group(1))
     assert sorted(executors) == ["worker-0", "worker-1"], executors
     assert app_id.group(1) in {a["id"] for a in cluster.applications()}
+    # every executor's Python is the archive unpacked in its own working directory
+    # (<worker dir>/<app id>/<executor id>/environment), and so are the packages it imports
+    seen = [line.split()[1:] for line in out.splitlines() if line.startswith("EXECUTOR ")]
+    assert seen, out[-4000:]
+    workers = {str(cluster.worker_dir(i).resolve()) for i in range(cluster.workers)}
+    for prefix, *modules in seen:
+        where = Path(prefix).resolve()
+        assert where.name == "environment" and where.parent.parent.name == app_id.group(1), prefix
+        assert str(where.parent.parent.parent) in workers, (prefix, workers)
+        assert all(Path(m).resolve().is_relative_to(where) for m in modules), (prefix, modules)
+    # and the driver's is the archive unpacked on the submitting host
+    driver = next(line.split()[1:] for line in out.splitlines() if line.startswith("DRIVER "))
+    assert cluster.shipped is not None
+    env_root = cluster.shipped.driver_python.parent.parent
+    assert Path(driver[0]) == env_root, driver
+    assert all(Path(m).resolve().is_relative_to(env_root) for m in driver[1:]), driver
+
+
+def test_without_the_archive_the_workers_python_has_no_pandas(cluster: StandaloneCluster, tmp_path: Path) -> None:
+    """The control: the same application with the workers' own Python fails on the executors."""
+    script = tmp_path / "two_workers.py"
+    script.write_text(WHERE_FROM)
+    conf = {"spark.archives": "", "spark.pyspark.python": cluster.python, "spark.executorEnv.PYSPARK_PYTHON": cluster.python,
+            "spark.task.maxFailures": "1"}  # fmt: skip
+    env = {**os.environ, **cluster.submit_env(), "PYSPARK_PYTHON": cluster.python}
+    done = subprocess.run(cluster.submit_command(script, conf=conf), env=env, capture_output=True, text=True,
+                          timeout=PLANNER_TIMEOUT, cwd=tmp_path)  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out[-4000:]
+    assert "No module named 'pandas'" in out, out[-4000:]
+    assert "EXECUTOR " not in out
 
 
 # -- the scenario's parts ------------------------------------------------------------------------
@@ -111,8 +158,11 @@ class ClusterScenario(ProcessScenario):
         self.group, self.sink = f"{prefix}-group", f"{prefix}-sink"
         self.checkpoints = f"{base}/checkpoints"
         self.pipeline_start_seconds: list[float] = []
-        # the drivers' environment: this interpreter, loopback, and an HDFS user
+        # the drivers' environment: the packed environment's Python, loopback, and an HDFS user
         self.env = {**cluster.submit_env(), "HADOOP_USER_NAME": "root"}
+        assert cluster.shipped is not None
+        # inside its namespace a driver sees the checkout and the unpacked environment, read-only
+        self.read_only = [jvm.REPO_ROOT, cluster.shipped.driver_python.parent.parent]
 
     def planner_argv(self, consumers: str, script: Path) -> list[str]:
         conf = {"spark.driver.memory": "512m", "spark.sql.shuffle.partitions": "2", **HDFS_CLIENT}
@@ -127,7 +177,7 @@ class ClusterScenario(ProcessScenario):
         n = len(self.planner_seconds) + 1
         began = time.monotonic()
         proc = NamespacedProcess(f"planner-{n}", self.planner_argv(consumers, jvm.REPO_ROOT / "jobs" / "plan_assignments.py"),
-                                 self.logs / f"planner-{n}.log", env=self.env).start()  # fmt: skip
+                                 self.logs / f"planner-{n}.log", env=self.env, read_only=self.read_only).start()  # fmt: skip
         self.processes.append(proc)
         status = proc.wait(PLANNER_TIMEOUT)
         self.planner_seconds.append(time.monotonic() - began)
@@ -144,7 +194,7 @@ class ClusterScenario(ProcessScenario):
         n = len(self.planner_seconds) + 1
         began = time.monotonic()
         proc = NamespacedProcess(f"planner-{n}-killed", self.planner_argv(consumers, HERE / "planner_midwrite.py"),
-                                 self.logs / f"planner-{n}-killed.log", env=self.env).start()  # fmt: skip
+                                 self.logs / f"planner-{n}-killed.log", env=self.env, read_only=self.read_only).start()  # fmt: skip
         self.processes.append(proc)
         deadline = time.monotonic() + PLANNER_TIMEOUT
         while "MIDWRITE " not in proc.log_text() or not proc.stopped():
@@ -158,21 +208,26 @@ class ClusterScenario(ProcessScenario):
         return what
 
     def pipeline(self, consumer: str, run: int = 1) -> NamespacedProcess:
+        """One pipeline, submitted (client mode) with the packed environment: its driver runs the
+        unpacked archive's Python, its executors the archive's copy on their worker."""
         conf = {
             **{k: v for k, v in self.cluster.app_conf().items() if k != "spark.master"},
             **HDFS_CLIENT,
             # a driver SIGSTOPped for minutes keeps its executor: no heartbeat expiry on resuming
             "spark.network.timeout": "600s",
         }
-        argv = [
-            sys.executable, "-m", "spark_lag_assign.testing.pipeline_app", "--master", self.cluster.master_url,
+        app = [
+            str(jvm.REPO_ROOT / "spark_lag_assign" / "testing" / "pipeline_app.py"), "--master", self.cluster.master_url,
+            # also as the app's own settings: they come after its defaults, which name this host's interpreter
             *[a for k, v in conf.items() for a in ("--conf", f"{k}={v}")],
             "--store", self.store, "--consumer", consumer, "--bootstrap-servers", self.bootstrap,
             "--sink-topic", self.sink, "--lease", str(LEASE), "--poll-interval", str(POLL),
             "--max-offsets-per-trigger", str(MAX_PER_TRIGGER), "--trigger", "1 second",
             "--checkpoint-root", self.checkpoints,
         ]  # fmt: skip
-        proc = NamespacedProcess(f"pipeline-{consumer}-{run}", argv, self.logs / f"pipeline-{consumer}-{run}.log", env=self.env).start()
+        argv = self.cluster.submit_command(*app, conf=conf, with_kafka=True)
+        proc = NamespacedProcess(f"pipeline-{consumer}-{run}", argv, self.logs / f"pipeline-{consumer}-{run}.log",
+                                 env=self.env, read_only=self.read_only).start()  # fmt: skip
         self.processes.append(proc)
         self.pipelines[consumer] = proc
         self.note(f"started pipeline {consumer} (run {run}, pid {proc.pid})")
