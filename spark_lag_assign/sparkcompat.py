@@ -9,9 +9,10 @@ is decided here, with the versions named:
   (``bundled_scala_binary``), and only otherwise taken from the line (``scala_binary_for``).
 - Hadoop: each PySpark bundles its own client (3.5.7: 3.3.4, 4.0.0: 3.4.1, 4.3.0: 3.5.0);
   the test HDFS runs exactly that version (``bundled_hadoop_version``).
-- Spark's Kafka source must be the same Spark version as Spark itself: a 4.0.0 source on
-  3.5.7 dies in the JVM with a Scala linkage error deep in a Java stack, and one of another
-  4.x may load and fail later. ``check_kafka_source`` names both versions in one line first.
+- Spark's Kafka source must be the same Spark version as Spark itself: on 3.5.7 the 4.0.0
+  source fails at ``load()`` with a ``java.util.ServiceConfigurationError`` (its provider
+  class cannot be linked against Scala 2.12) in a Java stack of some fifty lines.
+  ``check_kafka_source`` names both versions in one line before that.
 - ``StreamingQuery.lastProgress``: a plain dict in 3.5 (its sources' ``endOffset`` already
   parsed), a ``StreamingQueryProgress`` from 4.0 (``endOffset`` as JSON text):
   ``source_end_offsets`` reads both.
@@ -150,8 +151,8 @@ def check_kafka_source(spark: Any) -> None:
     """Before ``readStream.format("kafka")``: Spark must be a supported version, and every Kafka
     source jar or package the session names must be that version, with its Scala suffix.
 
-    One line naming both versions instead of the JVM's linkage error (a 2.13 source on a 2.12
-    Spark) or a failure later (a source of another 4.x). The Scala suffix expected is that of
+    One line naming both versions instead of the JVM's error (a 2.13 source on a 2.12 Spark:
+    a ServiceConfigurationError at ``load()``). The Scala suffix expected is that of
     ``$SPARK_HOME/jars`` when spark-submit set SPARK_HOME, else the line's (PyPI's builds). A
     source that reached the class path some other way (copied into ``$SPARK_HOME/jars``) is
     not seen here."""
