@@ -73,7 +73,7 @@ broker: setup ## keep a local broker running until Ctrl-C
 	$(PY) -m spark_lag_assign.testing.localkafka
 
 dist: venv ## dist/: the wheel, and the packed environment for spark-submit --archives (venv-pack)
-	rm -rf dist $(PACK)
+	rm -rf dist build
 	@mkdir -p build
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
 	@# the runtime dependencies without pyspark and py4j: the cluster's Spark provides its own

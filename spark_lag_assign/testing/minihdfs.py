@@ -55,8 +55,14 @@ def _jars() -> str:
 
 #: Hadoop client settings for this cluster (``hadoop_store(..., hadoop_conf=...)``): closing a
 #: file waits for the NameNode to hear from the DataNode, polling from 400 ms by default,
-#: which would make every small file cost ~0.4 s on a single idle DataNode
-CLIENT_CONF = {"dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "10"}
+#: which would make every small file cost ~0.4 s on a single idle DataNode. The poll doubles
+#: its wait each retry: from 10 ms, Hadoop's 5 retries give up after 0.3 s (a busy machine's
+#: DataNode took longer: "Unable to close file because the last block ... does not have enough
+#: number of replicas"), 10 retries after about 10 s, near the default's 12 s
+CLIENT_CONF = {
+    "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "10",
+    "dfs.client.block.write.locateFollowingBlock.retries": "10",
+}
 
 
 class MiniHDFS:

@@ -14,8 +14,8 @@ Which tests where, to keep CI (``make test`` then this) within about 50 minutes 
 
 - 3.5.7 (the LTS line, Scala 2.12): the planner's Spark tests (tests/spark), the consuming
   side's integration tests (follower, handover processes), the offline plans;
-- 4.0.0: the offline plans here; every test runs on it in ``make test`` already, when the
-  default ``.venv`` has 4.0.0 (if it has another version, 4.0.0 gets 3.5.7's selection);
+- 4.0.0: the offline plans, from the default ``.venv``, where ``make test`` ran every test on
+  it (if ``.venv`` has another version, 4.0.0 gets a virtualenv here and 3.5.7's selection);
 - 4.3.0 (the newest): the planner's Spark tests and the offline plans. Its Kafka source is
   not on Maven Central (as reachable here), so the consuming side cannot run on it.
 
@@ -114,7 +114,7 @@ def venv(version: str) -> Path:
     steps = [
         [sys.executable, "-m", "venv", "--clear", str(root)],
         [str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"],
-        [str(python), "-m", "pip", "install", "--quiet", "-e", ".[dev]", f"pyspark=={version}"],
+        [str(python), "-m", "pip", "install", "--quiet", "-e", ".[test]", f"pyspark=={version}"],
     ]
     for step in steps:
         if run(step, log=log) != 0:
@@ -166,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             covered = row.default and default == row.version
             planner, consuming = row.planner and not covered, row.consuming and not covered
             step = time.monotonic()
-            python = venv(row.version)
+            # the default .venv has exactly this version and `make test` just ran in it: its plans come from there
+            python = REPO / ".venv" / "bin" / "python" if covered else venv(row.version)
             env = {**os.environ, "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}
             env.pop("VIRTUAL_ENV", None)
             sets = ["broker", *(["spark-kafka", "hdfs"] if consuming else [])]

@@ -45,3 +45,22 @@ def test_the_jvm_side_follows_the_installed_pyspark_not_a_pin() -> None:
 def test_ci_runs_the_compatibility_matrix_after_make_test() -> None:
     lines = [ln.strip() for ln in (REPO / ".ci" / "run").read_text().splitlines() if ln.startswith("make ")]
     assert lines == ["make test", "make test-compat"]
+
+
+def test_readmes_cluster_lines_ship_the_archive_as_the_cluster_proof_does() -> None:
+    """The spark-submit lines under "On a cluster" set what StandaloneCluster.shipped_conf sets."""
+    from spark_lag_assign.testing.standalone import ENVIRONMENT, Shipped, StandaloneCluster
+
+    section = README.split("## On a cluster", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in re.findall(r"```sh\n(.*?)```", section, flags=re.S) if "spark-submit" in b]
+    assert len(blocks) == 2, "the planner's line and a pipeline's"
+    cluster = StandaloneCluster(shipped=Shipped(Path("/x/dist/spark_lag_assign-env.tar.gz"), Path("/x/sla-env/bin/python")))
+    proof = cluster.shipped_conf()
+    for block in blocks:
+        words = block.replace("\\\n", " ").split()
+        assert f"dist/spark_lag_assign-env.tar.gz#{ENVIRONMENT}" in words[words.index("--archives") + 1]
+        confs = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--conf")
+        assert set(proof) - {"spark.archives"} <= set(confs), block
+        for key in ("spark.pyspark.python", "spark.executorEnv.PYSPARK_PYTHON"):
+            assert confs[key] == proof[key], key
+        assert confs["spark.pyspark.driver.python"].strip('"').endswith("sla-env/bin/python")
