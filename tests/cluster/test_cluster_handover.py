@@ -34,8 +34,10 @@ the pipelines' executors ran on both workers.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -143,6 +145,18 @@ def test_without_the_archive_the_workers_python_has_no_pandas(cluster: Standalon
 # -- the scenario's parts ------------------------------------------------------------------------
 
 
+def python_driver(proc: NamespacedProcess) -> int | None:
+    """The pid of a submitted pipeline's Python driver (``<python> .../pipeline_app.py ...``)."""
+    for pid in proc.members():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and Path(argv[0].decode()).name.startswith("python") and argv[1].endswith(b"pipeline_app.py"):
+            return pid
+    return None
+
+
 class ClusterScenario(ProcessScenario):
     """The cluster proof: apps submitted to the standalone master, the store kafka:// or hdfs://."""
 
@@ -232,6 +246,22 @@ class ClusterScenario(ProcessScenario):
         self.pipelines[consumer] = proc
         self.note(f"started pipeline {consumer} (run {run}, pid {proc.pid})")
         return proc
+
+    def end_pipeline(self, consumer: str, timeout: float) -> int:
+        """SIGTERM to the pipeline's Python driver, as step 9 ends a run; its exit status.
+
+        Under spark-submit the driver is a child of SparkSubmit's JVM, which would end the
+        application at once on a SIGTERM of its own (exit 143): the driver is signalled, and
+        stops between batches, commits, releases and exits; spark-submit exits with its status."""
+        proc = self.pipelines[consumer]
+        proc.signal(signal.SIGCONT)
+        driver = python_driver(proc)
+        assert driver is not None, f"no Python driver in {proc.name}'s process group"
+        os.kill(driver, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            assert proc.proc is not None
+            proc.proc.wait(timeout)
+        return proc.terminate(10)
 
     def sample_after(self, sampler: CommitSampler, wall: float) -> dict[tuple[str, int], int]:
         """The first commit sample taken after ``wall`` (time.time())."""
@@ -361,7 +391,7 @@ def test_three_pipelines_on_a_standalone_cluster_hand_partitions_over_safely(
         ends = end_offsets(bootstrap, tps)
         assert ends == sent, "the broker's end offsets differ from what the producers had acknowledged"
         s.wait(lambda: all(sampler.latest().get(tp, -1) >= ends[tp] for tp in tps), "the group's commits reached the end offsets")
-        statuses = {consumer: s.pipelines[consumer].terminate(90) for consumer in "ABC"}
+        statuses = {consumer: s.end_pipeline(consumer, 90) for consumer in "ABC"}
         s.note(f"pipelines ended: {statuses}")
         sampler.halt.set()
         sampler.join(10)

@@ -181,7 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 report.unlink(missing_ok=True)
                 log = OUT / row.version / "pytest.log"
                 t0 = time.monotonic()
-                status = run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={report}", *selected], log=log, env=env)
+                # without the version's Kafka source, the tests that read with it are left out (README, "Versions")
+                marks = [] if consuming else ["-m", "not kafka_source"]
+                status = run([str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={report}", *marks, *selected],
+                             log=log, env=env)  # fmt: skip
                 passed, failed = pytest_counts(report)
                 if status != 0 and failed == 0:
                     failed = 1
