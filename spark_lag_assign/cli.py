@@ -238,13 +238,8 @@ def plan_settings(args: argparse.Namespace) -> Any:
 
 
 def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
-    import pyspark
-
-    from spark_lag_assign import job, report, sparkcompat
+    from spark_lag_assign import job, report
     from spark_lag_assign.store import parse_uri
-
-    # under spark-submit this is the cluster's own pyspark (SPARK_HOME/python/lib/pyspark.zip)
-    sparkcompat.check_supported(pyspark.__version__)
     settings = plan_settings(args)
     if settings.rates is not None:  # a bad rates file fails before Spark starts
         from spark_lag_assign import rates as rates_io
