@@ -19,6 +19,7 @@ recognised by the class name in its type or its text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -106,7 +107,8 @@ def refusal(exc: BaseException, needed: Iterable[Acl]) -> tuple[tuple[Acl, ...],
     if resource is None:
         return None
     candidates = sorted({a for a in needed if a.resource == resource})
-    named = [a for a in candidates if a.name in str(exc)]
+    words = set(re.findall(r"[A-Za-z0-9._-]+", str(exc)))  # a name is a whole word of the text, never a part
+    named = [a for a in candidates if a.name in words]
     acls = tuple(named if len(candidates) > 1 and named else candidates)
     if not acls:  # a call site that does not know this refusal: still one line, never a retry
         return (), f"not authorized: this principal lacks an ACL on a {resource} resource ({type(exc).__name__})"

@@ -49,6 +49,9 @@ def test_the_line_names_the_one_needed_acl_of_the_refused_resource_type() -> Non
 def test_of_several_topics_the_one_the_error_names_is_picked_else_all() -> None:
     named = refusal(kerrors.TopicAuthorizationFailedError({"payments"}), [OTHER_TOPIC, TOPIC, GROUP])
     assert named is not None and named[0] == (TOPIC,)
+    short = Acl("READ", "Topic", "t")  # a name inside another word of the text is not named by it
+    found = refusal(kerrors.TopicAuthorizationFailedError("OffsetFetchResponse failed for partition 0"), [short, TOPIC])
+    assert found is not None and found[0] == (TOPIC, short)
     unnamed = refusal(kerrors.KafkaError("[Error 29] TopicAuthorizationFailedError"), [TOPIC, OTHER_TOPIC])
     assert unnamed is not None and unnamed[0] == (OTHER_TOPIC, TOPIC)
     assert unnamed[1] == (
