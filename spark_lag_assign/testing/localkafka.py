@@ -357,6 +357,16 @@ class LocalKafka:
         """ALLOW ``acls`` to ``User:<user>``, created by the super user."""
         create_acls(self.bootstrap_servers, f"User:{user}", acls, self.client_options())
 
+    def revoke(self, user: str, acls: Iterable[Acl]) -> None:
+        """Delete ALLOW ``acls`` of ``User:<user>``, as the super user, and wait until they are out of force."""
+        from kafka.admin import ACLPermissionType
+
+        principal = f"User:{user}"
+        gone = [acl.to_kafka(principal) for acl in acls]
+        with self._admin() as admin:
+            admin.delete_acls([acl for acl in gone if acl.permission_type == ACLPermissionType.ALLOW])
+            _wait_for_acls(admin, principal, gone, present=False)
+
     def _admin(self) -> Any:
         from kafka import KafkaAdminClient
 
@@ -409,9 +419,10 @@ def create_acls(
         admin.close()
 
 
-def _wait_for_acls(admin: Any, principal: str, wanted: list[Any], timeout: float = 30.0) -> None:
-    """The controller accepts ACLs before the brokers' authorizers have them (they follow the
-    metadata log): wait until the broker lists them, so that the next request sees them."""
+def _wait_for_acls(admin: Any, principal: str, wanted: list[Any], timeout: float = 30.0, *, present: bool = True) -> None:
+    """The controller accepts ACL changes before the brokers' authorizers have them (they follow
+    the metadata log): wait until the broker lists them (or, ``present=False``, none of them),
+    so that the next request sees the change."""
     from kafka.admin import (
         ACLFilter,
         ACLOperation,
@@ -427,11 +438,11 @@ def _wait_for_acls(admin: Any, principal: str, wanted: list[Any], timeout: float
     )  # fmt: skip
     deadline = time.monotonic() + timeout
     while True:
-        present, _ = admin.describe_acls(every)
-        if set(wanted) <= set(present):
+        listed, _ = admin.describe_acls(every)
+        if (set(wanted) <= set(listed)) if present else not (set(wanted) & set(listed)):
             return
         if time.monotonic() >= deadline:
-            raise BrokerError(f"ACLs created for {principal} were not in force within {timeout:g}s")
+            raise BrokerError(f"ACLs changed for {principal} were not in force within {timeout:g}s")
         time.sleep(0.05)
 
 
