@@ -39,12 +39,17 @@ PATTERNS = ("literal", "prefixed")
 #: the one name a Cluster resource has
 CLUSTER = "kafka-cluster"
 
-#: kafka-python's authorization errors -> the resource type they are about
+#: kafka-python's authorization errors, and the Java client's (in a failed Spark query's
+#: error), -> the resource type they are about
 _REFUSALS = (
     ("TopicAuthorizationFailed", "Topic"),
     ("GroupAuthorizationFailed", "Group"),
     ("ClusterAuthorizationFailed", "Cluster"),
     ("TransactionalIdAuthorizationFailed", "TransactionalId"),
+    ("TopicAuthorizationException", "Topic"),
+    ("GroupAuthorizationException", "Group"),
+    ("ClusterAuthorizationException", "Cluster"),
+    ("TransactionalIdAuthorizationException", "TransactionalId"),
 )
 
 E = TypeVar("E", bound=NotAuthorizedError)

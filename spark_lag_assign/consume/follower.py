@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign import plan as plan_io
+from spark_lag_assign.acls import Acl, not_authorized
 from spark_lag_assign.consume.committer import (
     CommitFunction,
     ProgressCommitter,
@@ -71,6 +72,7 @@ from spark_lag_assign.errors import (
     KafkaReadError,
     NotAuthorizedError,
     PlanError,
+    ReadNotAuthorizedError,
     one_line,
 )
 from spark_lag_assign.planformat import PlanFormatError
@@ -364,7 +366,13 @@ class PlanFollower:
                 return
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
-                self._failure = error
+                self._failure = self._refused_read(error, core.reading.generation, core.reading.holds) or error
+
+    def _refused_read(self, error: BaseException, generation: int, holds: Holds) -> NotAuthorizedError | None:
+        """Spark's Kafka source ends a query the cluster refused with the Java client's error,
+        which names the topics but not the ACL: reading needs READ on each."""
+        needed = [Acl("READ", "Topic", t) for t in sorted({t for t, _ in holds})]
+        return not_authorized(error, needed, ReadNotAuthorizedError, f"{self.consumer} reading under generation {generation}")
 
     def _event(self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None) -> None:
         """Record an event; by default under the plan generation seen and what is being read."""

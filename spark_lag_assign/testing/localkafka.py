@@ -134,6 +134,20 @@ class LocalKafka:
             "sasl_plain_password": self.acl_users[user],
         }
 
+    def java_options(self, user: str | None = None) -> dict[str, str]:
+        """The same login for a Java client (Spark's Kafka source takes them ``kafka.``-prefixed)."""
+        options = self.client_options(user)
+        if not options:
+            return {}
+        return {
+            "security.protocol": options["security_protocol"],
+            "sasl.mechanism": options["sasl_mechanism"],
+            "sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{options["sasl_plain_username"]}" password="{options["sasl_plain_password"]}";'
+            ),
+        }
+
     @property
     def sasl_bootstrap_servers(self) -> str:
         """The SASL_PLAINTEXT listener (only with ``sasl_users``)."""

@@ -337,3 +337,35 @@ def test_a_pipeline_that_may_not_fence_its_predecessor_ends_at_once_naming_the_a
     assert str(caught.value) == f"fencing {expected.name} failed: not authorized: grant {expected} to this principal"
     assert [e.kind for e in pipeline.events if e.kind in ("fence", "start")] == []  # it never read A's partition
     assert pipeline.query is None
+
+
+def test_a_pipeline_whose_query_may_not_read_its_topic_ends_naming_the_acl(
+    kafka_acl: LocalKafka, data: tuple[str, str], spark: Any, tmp_path: Path
+) -> None:
+    """Spark's Kafka source fails the query with the Java client's refusal, which names the
+    topic but not the ACL; the pipeline ends with the line that does."""
+    from tests.integration.test_follower import follower, hand_plan
+
+    data_topic, _ = data
+    plan_dir = tmp_path / "plan"
+    group = f"acl-read-{uuid.uuid4().hex[:8]}"
+    hand_plan(plan_dir, 1, {"B": {data_topic: [0, 1]}}, {}, group=group)
+    with open_store(str(plan_dir)) as store:
+        name = store.name
+    user = f"u-{uuid.uuid4().hex[:10]}"
+    kafka_acl.add_user(user)
+    # all it needs to start (its committer, its start offsets) but READ on the topic
+    kafka_acl.grant(user, [
+        Acl("WRITE", "TransactionalId", commit_id(name, "B")), Acl("READ", "Group", group), topic("DESCRIBE", data_topic),
+    ])  # fmt: skip
+    spark_login = {f"kafka.{k}": v for k, v in kafka_acl.java_options(user).items()}
+    pipeline = follower(
+        spark, plan_dir, "B", tmp_path, kafka_acl.bootstrap_servers, client_options=kafka_acl.client_options(user),
+        kafka_options={"kafka.bootstrap.servers": kafka_acl.bootstrap_servers, **spark_login},
+    )  # fmt: skip
+    with pytest.raises(NotAuthorizedError) as caught:
+        pipeline.run()
+    assert isinstance(caught.value, KafkaReadError)
+    assert caught.value.acls == (topic("READ", data_topic),)
+    assert str(caught.value) == f"B reading under generation 1: not authorized: grant READ on Topic:{data_topic} (literal) to this principal"
+    assert "start" in [e.kind for e in pipeline.events]  # it got as far as starting the query

@@ -29,6 +29,8 @@ OTHER_TOPIC = Acl("READ", "Topic", "orders")
         # a transactional producer in an error state raises a plain KafkaError naming the cause
         (kerrors.KafkaError("Cannot execute transactional method: TransactionalIdAuthorizationFailedError"), "TransactionalId"),
         (kerrors.KafkaError("Unexpected error in TxnOffsetCommitResponse: [Error 29] TopicAuthorizationFailedError"), "Topic"),
+        # Spark's Kafka source fails a query with the Java client's error in its text
+        (Exception("org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [orders]"), "Topic"),
         (kerrors.ProducerFencedError(), None),
         (kerrors.KafkaTimeoutError("commit_transaction did not complete within 5000 ms"), None),
         (kerrors.SaslAuthenticationFailedError(), None),  # a refused login is authentication, not an ACL
@@ -57,6 +59,12 @@ def test_of_several_topics_the_one_the_error_names_is_picked_else_all() -> None:
     assert unnamed[1] == (
         "not authorized: grant READ on Topic:orders (literal) and READ on Topic:payments (literal) to this principal"
     )
+
+
+def test_the_java_clients_refusal_names_its_topics_in_brackets() -> None:
+    text = "StreamingQueryException: org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [payments]"
+    found = refusal(Exception(text), [OTHER_TOPIC, TOPIC])
+    assert found is not None and found[0] == (TOPIC,)
 
 
 def test_prefixed_and_cluster_acls_read_as_kafka_acls_takes_them() -> None:
