@@ -119,6 +119,8 @@ def commit_op(c: Case) -> None:
         c.kafka.bootstrap_servers, c.commit_group, commit_id(c.name, CONSUMER), CONSUMER, client_options=c.options, timeout_ms=5000
     )
     try:
+        committer.open()  # as the handover does before a query's first commit
+        committer.allow(new_query=True)
         committer({(c.topic, 0): 1}, 1)
     finally:
         committer.close()
@@ -296,6 +298,8 @@ def test_a_commit_id_whose_acl_is_revoked_is_refused_and_not_taken_for_fenced(
         kafka_acl.bootstrap_servers, case.commit_group, txn.name, CONSUMER, client_options=case.options, timeout_ms=5000
     )
     try:
+        committer.open()
+        committer.allow(new_query=True)
         committer({(case.topic, 0): 1}, 1)
         kafka_acl.revoke(user, [txn])
         with pytest.raises(NotAuthorizedError) as caught:
@@ -303,7 +307,9 @@ def test_a_commit_id_whose_acl_is_revoked_is_refused_and_not_taken_for_fenced(
         assert isinstance(caught.value, KafkaCommitError) and not isinstance(caught.value, CommitFencedError)
         assert caught.value.acls == (txn,) and "\n" not in str(caught.value)
         assert not committer.fenced
-        kafka_acl.grant(user, [txn])  # granted again: the next commit goes through, nothing to reopen by hand
+        kafka_acl.grant(user, [txn])  # granted again: the handover's reopening is enough, no new incarnation
+        committer.open()
+        committer.allow(new_query=False)
         committer({(case.topic, 0): 3}, 1)
     finally:
         committer.close()
