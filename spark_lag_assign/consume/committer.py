@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign.consume.options import Offsets, TopicPartition, parse_source_offsets
-from spark_lag_assign.errors import CommitFencedError, CommitHeldError, InputError, KafkaCommitError, one_line
+from spark_lag_assign.errors import (
+    CommitFencedError,
+    CommitHeldError,
+    InputError,
+    KafkaCommitError,
+    NotAuthorizedError,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQueryListener
@@ -127,6 +134,10 @@ class ProgressCommitter:
             if final:
                 raise
             return False
+        except NotAuthorizedError as exc:  # no retry grants an ACL: the caller decides, at once
+            self.failures += 1
+            log.error("commit of query %s refused: %s", query_id, one_line(exc))
+            raise
         except Exception as exc:  # noqa: BLE001 - a commit must never fail the query: log it and retry later
             self.failures += 1
             log.warning(
@@ -158,7 +169,7 @@ class ProgressCommitter:
             self._merge(entry, end_offsets)
             try:
                 return self._flush(str(query_id), entry)
-            except CommitFencedError:
+            except (CommitFencedError, NotAuthorizedError):  # reported by _flush and the commit function
                 return False
 
     def retry(self, query_id: str) -> bool:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign import plan as plan_io
+from spark_lag_assign.acls import Acl, not_authorized
 from spark_lag_assign.consume.committer import (
     CommitFunction,
     ProgressCommitter,
@@ -69,7 +70,9 @@ from spark_lag_assign.errors import (
     HandoverTimeoutError,
     KafkaCommitError,
     KafkaReadError,
+    NotAuthorizedError,
     PlanError,
+    ReadNotAuthorizedError,
     one_line,
 )
 from spark_lag_assign.planformat import PlanFormatError
@@ -183,6 +186,7 @@ class PlanFollower:
         self._failure: BaseException | None = None  # the query's own error, raised when the run ends
         self._pending_query: str | None = None  # a stopped query whose final commit waits for a producer
         self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
+        self._denied: NotAuthorizedError | None = None  # a refused commit: ends the run (no wait grants an ACL)
 
     # -- public
 
@@ -222,6 +226,9 @@ class PlanFollower:
         except CommitFencedError:
             self._on_refused("write_batch")
             raise
+        except NotAuthorizedError as exc:
+            self._denied = exc
+            raise
         # the listener's progress reports lag behind the batches: never let one commit less
         self.committer.committed_elsewhere(offsets)
 
@@ -231,8 +238,9 @@ class PlanFollower:
         With ``until_drained`` a consumer that the plan leaves idle returns at once instead of
         waiting for partitions (for ``availableNow`` pipelines). Raises ``HandoverTimeoutError``
         naming who holds what when earlier owners never let go within ``handover_timeout``,
-        ``ClaimFencedError`` when a newer incarnation of this consumer took over, and Spark's
-        error when the query failed.
+        ``ClaimFencedError`` when a newer incarnation of this consumer took over, a
+        ``NotAuthorizedError`` naming the ACL at the first refusal (never waited out), and
+        Spark's error when the query failed.
         """
         plan = load_plan(self.store)
         consumer_entry(plan, self.consumer, self.store.uri)
@@ -338,6 +346,8 @@ class PlanFollower:
 
     def _observe(self, core: Handover) -> None:
         """Carry what other threads saw into the state machine (it is only touched here)."""
+        if self._denied is not None:  # a commit refused for want of an ACL: retrying would not help
+            raise self._denied
         if self._stopping.is_set():
             core.request_stop()
         if self._refused.is_set():
@@ -356,7 +366,13 @@ class PlanFollower:
                 return
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
-                self._failure = error
+                self._failure = self._refused_read(error, core.reading.generation, core.reading.holds) or error
+
+    def _refused_read(self, error: BaseException, generation: int, holds: Holds) -> NotAuthorizedError | None:
+        """Spark's Kafka source ends a query the cluster refused with the Java client's error,
+        which names the topics but not the ACL: reading needs READ on each."""
+        needed = [Acl("READ", "Topic", t) for t in sorted({t for t, _ in holds})]
+        return not_authorized(error, needed, ReadNotAuthorizedError, f"{self.consumer} reading under generation {generation}")
 
     def _event(self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None) -> None:
         """Record an event; by default under the plan generation seen and what is being read."""
@@ -395,6 +411,8 @@ class PlanFollower:
             log.warning("%s: a newer incarnation took the consumer id over: stopping", self.consumer)
             core.write_failed(fenced=True, now=self.clock())
             return
+        except NotAuthorizedError:  # waiting does not grant an ACL: end the run with the line
+            raise
         except StoreError as exc:
             log.warning("%s: writing its claim failed, retrying: %s", self.consumer, exc)
             core.write_failed(fenced=False, now=self.clock())
@@ -406,6 +424,8 @@ class PlanFollower:
         began = self.clock()
         try:
             view = self.store.claims()
+        except NotAuthorizedError:
+            raise
         except StoreError as exc:
             log.warning("%s: reading the claims failed, retrying: %s", self.consumer, exc)
             self._pause(min(1.0, self.poll_interval))
@@ -416,6 +436,8 @@ class PlanFollower:
         timeout = max(0.0, min(action.until - self.clock(), self.poll_interval))
         try:
             plan = self.store.wait_for_plan(action.newer_than, timeout)
+        except NotAuthorizedError:
+            raise
         except (StoreError, PlanFormatError) as exc:
             self._unreadable_plan(exc)
             self._pause(min(1.0, timeout))
@@ -433,6 +455,8 @@ class PlanFollower:
                 self.client_options,
                 self.kafka_timeout_ms,
             )
+        except NotAuthorizedError:
+            raise
         except KafkaCommitError as exc:
             log.warning("%s: fencing %s's commits failed, retrying: %s", self.consumer, action.consumer, exc)
             self._pause(1.0)
@@ -446,6 +470,8 @@ class PlanFollower:
         if self._commit is not None:
             try:
                 self._commit.open()
+            except NotAuthorizedError:
+                raise
             except KafkaCommitError as exc:
                 log.warning("%s: opening its committer failed, retrying: %s", self.consumer, exc)
                 self._pause(1.0)
@@ -485,6 +511,8 @@ class PlanFollower:
                     timeout_ms=self.kafka_timeout_ms,
                 )
                 break
+            except NotAuthorizedError:
+                raise
             except KafkaReadError as exc:
                 if time.monotonic() >= deadline:
                     raise
@@ -505,6 +533,8 @@ class PlanFollower:
         if plan is None:
             try:
                 plan = self.store.get(action.generation)
+            except NotAuthorizedError:
+                raise
             except (StoreError, PlanFormatError) as exc:
                 self._unreadable_plan(exc)
                 self._pause(1.0)
@@ -565,6 +595,8 @@ class PlanFollower:
         except CommitHeldError:
             self._pending_query = query_id
             return "held", {}
+        except NotAuthorizedError:  # waiting does not grant an ACL: end the run with the line
+            raise
         except KafkaCommitError as exc:
             log.error("%s keeps its claim: %s", self.consumer, one_line(exc))
             return "failed", {}
@@ -591,6 +623,8 @@ class PlanFollower:
         step = min(action.until - now, 1.0 if core.reading is not None or action.blockers else self.poll_interval)
         try:
             plan = self.store.wait_for_plan(core.plan_generation, max(0.05, step))
+        except NotAuthorizedError:
+            raise
         except (StoreError, PlanFormatError) as exc:
             self._unreadable_plan(exc)
             self._pause(min(1.0, max(0.05, step)))
@@ -617,11 +651,15 @@ class PlanFollower:
     # -- the committer's callbacks (other threads)
 
     def _commit_call(self, offsets: Mapping[TopicPartition, int], generation: int) -> None:
-        if self._given_commit is not None:
-            self._given_commit(offsets, generation)
-            return
-        assert self._commit is not None
-        self._commit(offsets, generation)
+        try:
+            if self._given_commit is not None:
+                self._given_commit(offsets, generation)
+                return
+            assert self._commit is not None
+            self._commit(offsets, generation)
+        except NotAuthorizedError as exc:
+            self._denied = exc  # the loop ends the run with it (this is the listener's thread)
+            raise
 
     def _reading_generation(self) -> int:
         """The generation a commit names: the running query's, or the stopped one's whose final commit waits."""

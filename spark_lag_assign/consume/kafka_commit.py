@@ -28,14 +28,16 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from spark_lag_assign.acls import Acl, not_authorized
 from spark_lag_assign.consume.gate import CommitGate
 from spark_lag_assign.consume.options import TopicPartition
-from spark_lag_assign.errors import CommitFencedError, CommitHeldError, KafkaCommitError, one_line
+from spark_lag_assign.errors import CommitFencedError, CommitHeldError, CommitNotAuthorizedError, KafkaCommitError, one_line
 
 log = logging.getLogger(__name__)
 
-#: text in kafka-python's errors when the transactional id has a newer holder
-_FENCED = ("ProducerFenced", "InvalidProducerEpoch", "TransactionalIdAuthorization", "InvalidProducerIdMapping")
+#: text in kafka-python's errors when the transactional id has a newer holder (a refused ACL
+#: on the id is no fencing: nobody newer holds it, and waiting will not end it)
+_FENCED = ("ProducerFenced", "InvalidProducerEpoch", "InvalidProducerIdMapping")
 
 #: how long an open commit transaction may stall ``read_committed`` readers of a sink topic
 TRANSACTION_TIMEOUT_MS = 15000
@@ -88,6 +90,11 @@ def _is_fenced(exc: BaseException) -> bool:
     return any(name in text for name in _FENCED)
 
 
+def _failed(doing: str, exc: BaseException, needed: Iterable[Acl]) -> KafkaCommitError:
+    """One line: a refusal names the ACL of ``needed`` to grant, anything else says what failed."""
+    return not_authorized(exc, needed, CommitNotAuthorizedError, doing) or KafkaCommitError(f"{doing}: {one_line(exc)}")
+
+
 def _producer(bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int) -> Any:
     from kafka import KafkaProducer
 
@@ -109,7 +116,8 @@ def fence(
     timeout_ms: int = 15000,
 ) -> None:
     """Fence every holder of ``transactional_id``: their later commits are refused and a
-    transaction one of them left open is aborted. ``KafkaCommitError`` if Kafka failed."""
+    transaction one of them left open is aborted. ``KafkaCommitError`` if Kafka failed
+    (``CommitNotAuthorizedError`` naming the ACL if it refused: WRITE on the id)."""
     from kafka.errors import KafkaError
 
     try:
@@ -119,7 +127,7 @@ def fence(
     try:
         producer.init_transactions()
     except (KafkaError, OSError) as exc:
-        raise KafkaCommitError(f"fencing {transactional_id} failed: {one_line(exc)}") from None
+        raise _failed(f"fencing {transactional_id} failed", exc, [Acl("WRITE", "TransactionalId", transactional_id)]) from None
     finally:
         producer.close(timeout=5)
 
@@ -175,7 +183,10 @@ class FencedGroupCommit:
                 producer.init_transactions()
             except (KafkaError, OSError) as exc:
                 producer.close(timeout=5)
-                raise KafkaCommitError(f"opening the committer {self.transactional_id} failed: {one_line(exc)}") from None
+                raise _failed(
+                    f"opening the committer {self.transactional_id} failed", exc,
+                    [Acl("WRITE", "TransactionalId", self.transactional_id)],
+                ) from None  # fmt: skip
             self._producer = producer
             self.gate.opened()
 
@@ -208,7 +219,8 @@ class FencedGroupCommit:
 
         ``CommitFencedError`` if a newer owner fenced this id (nothing of it becomes visible);
         ``CommitHeldError`` while the producer waits for the handover to (re)open it;
-        ``KafkaCommitError`` if Kafka failed (nothing is committed, the producer is closed).
+        ``KafkaCommitError`` if Kafka failed (nothing is committed, the producer is closed), a
+        ``CommitNotAuthorizedError`` naming the ACL if the cluster refused it.
         """
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition as KafkaTP
@@ -251,7 +263,12 @@ class FencedGroupCommit:
                         f"{self.consumer}'s commit under generation {generation} was refused: "
                         f"a newer owner fenced {self.transactional_id}"
                     ) from None
-                raise KafkaCommitError(f"committing offsets for group {self.group} failed: {one_line(exc)}") from None
+                raise _failed(f"committing offsets for group {self.group} failed", exc, [
+                    Acl("WRITE", "TransactionalId", self.transactional_id),
+                    Acl("READ", "Group", self.group),  # AddOffsetsToTxn, TxnOffsetCommit
+                    *(Acl("READ", "Topic", t) for t in sorted({t for t, _ in offsets})),  # TxnOffsetCommit
+                    *([Acl("WRITE", "Topic", topic)] if topic is not None and records else []),
+                ]) from None  # fmt: skip
 
     def _close_locked(self) -> None:
         producer, self._producer = self._producer, None

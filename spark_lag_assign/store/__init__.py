@@ -27,6 +27,7 @@ from spark_lag_assign.store.base import (
     PublishFencedError,
     Store,
     StoreError,
+    StoreNotAuthorizedError,
 )
 
 #: schemes of object stores: no atomic rename, no exclusive create that readers can rely on
@@ -116,6 +117,7 @@ __all__ = [
     "Publisher",
     "Store",
     "StoreError",
+    "StoreNotAuthorizedError",
     "StoreURI",
     "open_store",
     "parse_uri",

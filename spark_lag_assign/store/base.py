@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign.errors import PlanError, SparkLagAssignError
+from spark_lag_assign.errors import NotAuthorizedError, PlanError, SparkLagAssignError
 
 if TYPE_CHECKING:
     from spark_lag_assign.plan import Plan
@@ -62,6 +62,10 @@ Version = tuple[str, int]
 
 class StoreError(PlanError):
     """The store could not be reached, read or written (one line: which store, what failed)."""
+
+
+class StoreNotAuthorizedError(StoreError, NotAuthorizedError):
+    """The store's cluster refused a request for want of an ACL; the message names it."""
 
 
 class FencedError(SparkLagAssignError):

@@ -79,6 +79,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from spark_lag_assign.acls import Acl, cluster, not_authorized
 from spark_lag_assign.errors import ConfigError, one_line
 from spark_lag_assign.plan import Plan, check_consumer_ids
 from spark_lag_assign.planformat import check_plan, parse_plan_parts
@@ -91,6 +92,7 @@ from spark_lag_assign.store.base import (
     PublishFencedError,
     Store,
     StoreError,
+    StoreNotAuthorizedError,
     TopicPartition,
     Version,
     _now,
@@ -207,19 +209,6 @@ def _is_fenced(exc: BaseException) -> bool:
     return any(name in text for name in _FENCED)
 
 
-def _acl_hint(exc: BaseException, topic_acl: tuple[str, str] | None, transactional_id: str | None, cluster_op: str) -> str | None:
-    """The ACL a refused request needs, named the way ``kafka-acls`` takes it, or None."""
-    text = f"{type(exc).__name__} {exc}"
-    if "TransactionalIdAuthorizationFailed" in text and transactional_id:
-        return f"not authorized: grant WRITE and DESCRIBE on TransactionalId:{transactional_id} to this principal"
-    if "ClusterAuthorizationFailed" in text:
-        return f"not authorized: grant {cluster_op} on Cluster:kafka-cluster to this principal"
-    if "TopicAuthorizationFailed" in text and topic_acl:
-        operation, topic = topic_acl
-        return f"not authorized: grant {operation} on Topic:{topic} to this principal"
-    return None
-
-
 class _TopicLog:
     """One single-partition topic read with ``read_committed``: a position, and the records
     handed to ``apply`` in log order. One consumer, opened on first use and kept."""
@@ -255,7 +244,7 @@ class _TopicLog:
         return self._consumer
 
     def _fail(self, doing: str, exc: BaseException) -> StoreError:
-        return self.store._error(f"{doing} {self.topic}", exc, topic_acl=("READ", self.topic))
+        return self.store._error(f"{doing} {self.topic}", exc, [Acl("READ", "Topic", self.topic)])
 
     def position(self) -> int:
         from kafka.errors import KafkaError
@@ -531,19 +520,12 @@ class KafkaStore(Store):
         except KafkaError as exc:
             raise self._error(doing, exc) from None
 
-    def _error(
-        self,
-        doing: str,
-        exc: BaseException,
-        *,
-        topic_acl: tuple[str, str] | None = None,
-        transactional_id: str | None = None,
-        cluster_op: str = "IDEMPOTENT_WRITE",
-    ) -> StoreError:
-        """One line: which store, what it was doing, and what to do about it where known."""
-        hint = _acl_hint(exc, topic_acl, transactional_id, cluster_op)
-        if hint:
-            return StoreError(f"store {self.uri}: {doing}: {hint} ({type(exc).__name__})")
+    def _error(self, doing: str, exc: BaseException, needed: Iterable[Acl] = ()) -> StoreError:
+        """One line: which store, what it was doing, and what to do about it where known; a
+        refusal names the ACL of ``needed`` to grant (``StoreNotAuthorizedError``)."""
+        refused = not_authorized(exc, needed, StoreNotAuthorizedError, f"store {self.uri}: {doing}")
+        if refused is not None:
+            return refused
         text = f"{type(exc).__name__} {exc}"
         if "NoBrokersAvailable" in text or "bootstrap" in text.lower():  # never connected: say why
             from spark_lag_assign.offsets import _diagnose
@@ -562,19 +544,14 @@ class KafkaStore(Store):
             try:
                 described = {t["name"]: t for t in admin.describe_topics(list(wanted))}
             except KafkaError as exc:
-                raise self._error("describing the store's topics", exc, topic_acl=("DESCRIBE", self.plans_topic)) from None
+                raise self._error("describing the store's topics", exc, [Acl("DESCRIBE", "Topic", t) for t in wanted]) from None
             missing = [t for t in wanted if described.get(t, {}).get("error_code", 3) == 3]
-            refused = [t for t in wanted if described.get(t, {}).get("error_code") == 29]
-            if refused:
-                raise StoreError(
-                    f"store {self.uri}: describing {refused[0]}: not authorized: grant DESCRIBE on Topic:{refused[0]} to this principal"
-                )
             for topic in wanted:
                 code = described.get(topic, {}).get("error_code", 3)
-                if code not in (0, 3):
+                if code not in (0, 3):  # a refusal (29) among them: a topic one may not describe is hidden
                     from kafka.errors import for_code
 
-                    raise StoreError(f"store {self.uri}: describing {topic}: {for_code(code).__name__}")
+                    raise self._error(f"describing {topic}", for_code(code)(), [Acl("DESCRIBE", "Topic", topic)])
             for topic in wanted:  # existing topics first: a wrong one stops us before we create anything
                 if topic not in missing:
                     self._validate(admin, topic, described[topic])
@@ -612,12 +589,10 @@ class KafkaStore(Store):
                 raise self._error(
                     f"creating topic {topic} (or create it yourself: 1 partition, cleanup.policy=compact)",
                     exc,
-                    topic_acl=("CREATE", topic),
-                    cluster_op="CREATE",
+                    [Acl("CREATE", "Topic", topic), cluster("CREATE")],
                 ) from None
 
     def _validate(self, admin: Any, topic: str, described: Mapping[str, Any]) -> None:
-        from kafka.admin import ConfigResource, ConfigResourceType
         from kafka.errors import KafkaError
 
         partitions = len(described.get("partitions") or [])
@@ -627,19 +602,18 @@ class KafkaStore(Store):
                 "(its records must keep one order): delete the topic or choose another plan name"
             )
         try:
-            found = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": None, "max.message.bytes": None})],
-                config_filter="all",
-            )["topic"][topic]
+            found = _topic_configs(admin, topic, ("cleanup.policy", "max.message.bytes"))
         except KafkaError as exc:
-            raise self._error(f"describing the configuration of {topic}", exc, topic_acl=("DESCRIBE_CONFIGS", topic)) from None
-        policy = str(found.get("cleanup.policy", {}).get("value", ""))
+            raise self._error(
+                f"describing the configuration of {topic}", exc, [Acl("DESCRIBE_CONFIGS", "Topic", topic)]
+            ) from None
+        policy = str(found.get("cleanup.policy") or "")
         if "compact" not in [p.strip() for p in policy.split(",")]:
             raise TopicLayoutError(
                 f"store {self.uri}: topic {topic} has cleanup.policy={policy or '?'}; the store needs compact "
                 "(retention would delete live plans and claims): set cleanup.policy=compact or choose another plan name"
             )
-        limit = int(found.get("max.message.bytes", {}).get("value", MAX_MESSAGE_BYTES) or MAX_MESSAGE_BYTES)
+        limit = int(found.get("max.message.bytes") or MAX_MESSAGE_BYTES)
         if limit < BATCH_BYTES + 64 * 1024:
             raise TopicLayoutError(
                 f"store {self.uri}: topic {topic} has max.message.bytes={limit}; the store writes batches of up to "
@@ -668,7 +642,7 @@ class KafkaStore(Store):
         except KafkaError as exc:
             _close_quietly(producer)
             raise self._error(
-                f"taking the transactional id {transactional_id}", exc, transactional_id=transactional_id
+                f"taking the transactional id {transactional_id}", exc, [Acl("WRITE", "TransactionalId", transactional_id)]
             ) from None
         return producer
 
@@ -682,8 +656,12 @@ class KafkaStore(Store):
         try:
             producer.begin_transaction()
             futures = [producer.send(topic, key=key.encode(), value=value, partition=0) for key, value in records]
+            # the records first: kafka-python 3.0.12 leaves a commit_transaction() called while
+            # the partition is being added to the transaction waiting ~5 minutes if adding it
+            # fails (a refused WRITE on the topic); a record's own error comes at once
+            offsets = [f.get(timeout=self.timeout).offset for f in futures]
             producer.commit_transaction()
-            return [f.get(timeout=self.timeout).offset for f in futures]
+            return offsets
         except KafkaError:
             with contextlib.suppress(Exception):  # a fenced producer cannot abort; its epoch is dead anyway
                 producer.abort_transaction()
@@ -769,6 +747,37 @@ class KafkaStore(Store):
         return f"KafkaStore({self.uri!r})"
 
 
+def _topic_configs(admin: Any, topic: str, keys: Iterable[str]) -> dict[str, str | None]:
+    """The values of ``keys`` in ``topic``'s configuration; raises the broker's error for the topic.
+
+    kafka-python 3.0.12's ``describe_configs`` drops each resource's error code: a topic whose
+    configuration the broker refused to show (no DESCRIBE_CONFIGS) comes back with no entries,
+    which would read as a topic without ``cleanup.policy``. So the request is sent here and
+    the result's own error raised; a kafka-python without that internal path gets the public
+    call, and a missing entry is then an error, never a value.
+    """
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import KafkaError, NoError, for_code
+
+    wanted = ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(keys))
+    manager, build = getattr(admin, "_manager", None), getattr(admin, "_describe_configs_request", None)
+    if manager is None or build is None:
+        found = admin.describe_configs([wanted], config_filter="all").get("topic", {}).get(topic, {})
+        absent = [k for k in keys if k not in found]
+        if absent:
+            raise KafkaError(f"the broker returned no {absent[0]} for {topic} (a refused DESCRIBE_CONFIGS?)")
+        return {k: found[k].get("value") for k in keys}
+    response = manager.run(manager.send, build([wanted]))
+    for result in response.results:
+        if result.resource_name != topic:
+            continue
+        error = for_code(result.error_code)
+        if error is not NoError:
+            raise error(result.error_message or topic)
+        return {c.name: c.value for c in result.configs}
+    raise KafkaError(f"the broker's DescribeConfigs answer did not name {topic}")
+
+
 def _close_quietly(producer: Any) -> None:
     try:
         producer.close(timeout=5)
@@ -826,9 +835,9 @@ class _KafkaPublisher(Publisher):
                     f"{self.transactional_id} ({type(exc).__name__})"
                 ) from None
             raise store._error(
-                f"publishing generation {generation}", exc, topic_acl=("WRITE", store.plans_topic),
-                transactional_id=self.transactional_id,
-            ) from None
+                f"publishing generation {generation}", exc,
+                [Acl("WRITE", "Topic", store.plans_topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
+            ) from None  # fmt: skip
         self._previous = plan
         self._next = generation + 1  # committed: the number is used even if the wait below fails
         store._plans.log.read_past(offsets[-1], f"waiting for generation {generation} to become visible")
@@ -907,9 +916,9 @@ class _KafkaClaimWriter(ClaimWriter):
                     f"store {store.uri}: a newer incarnation of {self.consumer} took its id over ({type(exc).__name__})"
                 ) from None
             raise store._error(
-                f"writing the claim of {self.consumer}", exc, topic_acl=("WRITE", store.claims_topic),
-                transactional_id=self.transactional_id,
-            ) from None
+                f"writing the claim of {self.consumer}", exc,
+                [Acl("WRITE", "Topic", store.claims_topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
+            ) from None  # fmt: skip
         self._seq += 1
         store._claims.log.read_past(offset, f"waiting for the claim of {self.consumer} to become visible")
         return record

@@ -25,7 +25,7 @@ from kafka.structs import TopicPartition
 
 from spark_lag_assign.errors import ConfigError
 from spark_lag_assign.store import ClaimRecord, PublishFencedError, StoreError, open_store
-from spark_lag_assign.store.kafka import CHUNK_BYTES, MAX_MESSAGE_BYTES, TopicLayoutError, _acl_hint, topic_names
+from spark_lag_assign.store.kafka import CHUNK_BYTES, MAX_MESSAGE_BYTES, TopicLayoutError, topic_names
 from tests.contract.test_store_contract import make_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,26 +136,6 @@ def test_the_right_login_works_through_client_options(kafka: Any) -> None:
         with store.claim_writer("A") as writer:
             writer.write(1, [("t", 0)], lease=10.0)
         assert store.generations() == [1] and set(store.claims()) == {"A"}
-
-
-def test_refusals_by_acls_name_the_acl_to_grant() -> None:
-    class TopicAuthorizationFailedError(Exception):
-        pass
-
-    class KafkaError(Exception):
-        pass
-
-    refused = _acl_hint(TopicAuthorizationFailedError("[Error 29]"), ("CREATE", "x.plans"), None, "CREATE")
-    assert refused == "not authorized: grant CREATE on Topic:x.plans to this principal"
-    wrapped = KafkaError("Cannot execute transactional method: TransactionalIdAuthorizationFailedError")
-    assert _acl_hint(wrapped, None, "spark-lag-assign.x.planner", "IDEMPOTENT_WRITE") == (
-        "not authorized: grant WRITE and DESCRIBE on TransactionalId:spark-lag-assign.x.planner to this principal"
-    )
-    cluster = KafkaError("[Error 31] ClusterAuthorizationFailedError")
-    assert _acl_hint(cluster, ("CREATE", "x.plans"), None, "CREATE") == (
-        "not authorized: grant CREATE on Cluster:kafka-cluster to this principal"
-    )
-    assert _acl_hint(KafkaError("RequestTimedOutError"), ("READ", "x.plans"), None, "CREATE") is None
 
 
 # -- plans ------------------------------------------------------------------------------------

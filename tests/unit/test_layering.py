@@ -16,6 +16,7 @@ import spark_lag_assign as sla
 #: consuming side's state machine. Every module of the package is here or in SPARK_EDGE.
 PURE = [
     "spark_lag_assign",
+    "spark_lag_assign.acls",
     "spark_lag_assign.assignors",
     "spark_lag_assign.assignors.base",
     "spark_lag_assign.assignors.drain",
