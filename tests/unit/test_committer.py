@@ -281,3 +281,15 @@ def test_a_held_final_commit_returns_at_once_for_the_handover_to_reopen() -> Non
     with pytest.raises(CommitHeldError):
         c.finish("q", [end(p0=4)], timeout=30.0, pause=1.0)
     assert calls == [7] and fake.pauses == [] and c.tracked("q")
+
+
+def test_what_a_query_committed_and_whether_it_is_tracked() -> None:
+    group = Group()
+    c = committer(group)
+    assert c.committed("unknown") == {} and not c.tracked("unknown")
+    c.track("q", [("t", 0)])
+    assert c.tracked("q") and c.committed("q") == {}
+    c.record("q", [end(p0=3)])
+    assert c.committed("q") == {("t", 0): 3}
+    c.untrack("q")
+    assert not c.tracked("q") and c.committed("q") == {}

@@ -139,11 +139,13 @@ class Proc:
     pending_final: Query | None = None  # a stopped query whose final commit waits for a producer
     decided: object = None  # an action decided by next() and not yet performed
     reports: list[tuple[str, str]] = field(default_factory=list)  # (query id, endOffset JSON) not yet delivered
+    stints: dict[str, Stint] = field(default_factory=dict)  # query id -> what that query read
     refused: bool = False  # the committer's on_refused was called (the follower's flag)
     committing: Stint | None = None  # whose offsets the committer is sending now
     fate: str = "ok"  # what the next commit_transaction meets: ok | fail | ack-lost
     seq: int = 0
     batches_past_lease: int = 0  # batches completed after the lease lapsed, since the loop last ran
+    ended: bool = False  # the running query ended by itself (failed); the loop has not seen it yet
     clock_t: float = 0.0  # the final commit's own retry clock (ProgressCommitter)
 
     @property
@@ -164,7 +166,6 @@ class World:
     committed: dict[TP, int] = field(default_factory=dict)
     end: dict[TP, int] = field(default_factory=lambda: dict.fromkeys(PARTITIONS, 5))
     sink: dict[TP, Counter[int]] = field(default_factory=lambda: {tp: Counter() for tp in PARTITIONS})
-    checkpoints: dict[tuple[str, int], dict[TP, int]] = field(default_factory=dict)  # (incarnation, generation)
     stints: list[Stint] = field(default_factory=list)
     newest: dict[TP, int] = field(default_factory=dict)  # partition -> the newest stint that started on it
 
@@ -338,6 +339,10 @@ class HandoverModel(RuleBasedStateMachine):
                 core.refused_commit()
         if core.commits is not None and proc.fc.lost:
             core.commits_lost()
+        if proc.ended and proc.query is not None and core.reading is not None and not core.commit_refused:
+            proc.ended = False
+            if core.query_ended(True, self.own(proc)):
+                self.seen("a query fails by itself: the run ends")
 
     def commit_through(self, proc: Proc, stint: Stint, call: Any) -> Any:
         proc.committing = stint
@@ -457,8 +462,7 @@ class HandoverModel(RuleBasedStateMachine):
         w, core = self.world, proc.core
         if w.down:  # reading the group's offsets failed: the state machine asks again
             return
-        saved = w.checkpoints.get((proc.incarnation, action.generation))
-        positions = {tp: (saved or {}).get(tp, w.committed.get(tp, 0)) for tp in action.holds}
+        positions = {tp: w.committed.get(tp, 0) for tp in action.holds}  # a checkpoint of its own: the group's offsets
         if not core.may_start(self.own(proc)):
             return
         for tp in action.holds:
@@ -472,7 +476,9 @@ class HandoverModel(RuleBasedStateMachine):
             w.newest[tp] = stint.sid
         qid = f"q{next(self.queries)}"
         proc.committer.track(qid, action.holds)
+        proc.stints[qid] = stint
         proc.query = Query(qid, action.generation, action.holds, stint)
+        proc.ended = False
         core.started(action.generation, action.holds)
         if any(o.consumer != proc.consumer and o.alive and o.paused and o.query and o.query.holds & action.holds for o in self.procs):
             self.seen("a successor reads beside a paused holder")
@@ -522,13 +528,16 @@ class HandoverModel(RuleBasedStateMachine):
         positions = dict(q.stint.pos)
         read: dict[TP, range] = {}
         for tp in sorted(q.holds):
-            n = data.draw(st.integers(0, MAX_RECORDS), label="records")
+            n = data.draw(st.sampled_from((MAX_RECORDS, 1, 0, 2)), label="records")  # the first is what generation favours
             read[tp] = range(positions[tp], min(w.end[tp], positions[tp] + n))
             positions[tp] = read[tp].stop
         if proc.sink == "kafka":
             records = [f"{t}-{p}@{o}".encode() for (t, p), r in sorted(read.items()) for o in r]
             offsets = {tp: positions[tp] for tp in q.holds if read[tp]}
             if not records:
+                return
+            if not proc.core.lease_valid(self.own(proc)):  # PlanFollower.write_batch refuses it before Kafka
+                proc.ended = True  # the sink raised: the query fails
                 return
             try:
                 self.commit_through(proc, q.stint, lambda: proc.fc.write(offsets, q.generation, "sink", [(None, r) for r in records]))
@@ -542,7 +551,6 @@ class HandoverModel(RuleBasedStateMachine):
             for tp, r in read.items():
                 w.sink[tp].update(r)
         q.stint.pos = positions
-        w.checkpoints[(proc.incarnation, q.generation)] = dict(positions)
         proc.reports.append((q.qid, _ends(positions)))
         if report_now:
             self.deliver(proc)
@@ -554,14 +562,10 @@ class HandoverModel(RuleBasedStateMachine):
         if not proc.reports:
             return
         qid, ends = proc.reports.pop(0)
-        stints = {q.qid: q.stint for q in (proc.query, proc.pending_final) if q is not None}
-        stint = stints.get(qid)
-        if stint is None:
-            if proc.committer.tracked(qid):  # pragma: no cover - the model tracks every live query
-                raise AssertionError(f"{qid} is tracked but has no stint")
+        if not proc.committer.tracked(qid):
             self.seen("a late progress report of a stopped query is ignored")
             return
-        self.commit_through(proc, stint, lambda: proc.committer.record(qid, [ends]))
+        self.commit_through(proc, proc.stints[qid], lambda: proc.committer.record(qid, [ends]))
 
     # -- rules ------------------------------------------------------------------------------
 
@@ -645,7 +649,17 @@ class HandoverModel(RuleBasedStateMachine):
 
     def can_batch(self, proc: Proc) -> bool:
         lapsed = self.own(proc) >= proc.core.deadline()
-        return proc.runs and proc.query is not None and not self.world.down and not (lapsed and proc.batches_past_lease >= 1)
+        return (
+            proc.runs and proc.query is not None and not proc.ended and not self.world.down
+            and not (lapsed and proc.batches_past_lease >= 1)
+        )  # fmt: skip
+
+    @precondition(lambda self: any(p.runs and p.query and not p.ended for p in self.procs))
+    @rule(data=st.data(), really=st.sampled_from((False,) * 3 + (True,)))
+    def query_fails(self, data: st.DataObject, really: bool) -> None:
+        """A query ends by itself (a failed sink, Spark's own error); rarely."""
+        if really:
+            self.pick(data, [p for p in self.procs if p.runs and p.query and not p.ended], "pipeline").ended = True
 
     @precondition(lambda self: any(self.can_batch(p) for p in self.procs))
     @rule(data=st.data(), report_now=st.sampled_from((True, True, False)))
@@ -663,12 +677,9 @@ class HandoverModel(RuleBasedStateMachine):
         qid, ends = proc.reports[0]
         if fate != "ok":
             self.seen(f"a commit meets a broker fault: {fate}")
-        stint = next((q.stint for q in (proc.query, proc.pending_final) if q is not None and q.qid == qid), None)
         proc.reports.pop(0)
-        if stint is None:
-            return
         proc.fate = fate
-        self.commit_through(proc, stint, lambda: proc.committer.record(qid, [ends]))
+        self.commit_through(proc, proc.stints[qid], lambda: proc.committer.record(qid, [ends]))
         proc.fate = "ok"
 
     @precondition(lambda self: any(p.runs and p.query for p in self.procs))
@@ -836,6 +847,10 @@ class HandoverModel(RuleBasedStateMachine):
         for tp in holds:  # producers keep writing: whatever the holder reads next is new
             w.end[tp] += MAX_RECORDS
         a.paused = False
+        # as it resumes, the holder's stream thread may complete a batch before its loop runs
+        order = data.draw(st.sampled_from(("batch, report", "batch, report later", "loop first")), label="on resuming")
+        if order != "loop first" and self.can_batch(a):
+            self.run_batch(a, _Fixed(), report_now=order == "batch, report")
 
     # -- invariants -------------------------------------------------------------------------
 
@@ -908,7 +923,6 @@ class HandoverModel(RuleBasedStateMachine):
                     for tp in sorted(q.holds):
                         w.sink[tp].update(range(q.stint.pos[tp], w.end[tp]))
                         q.stint.pos[tp] = w.end[tp]
-                    w.checkpoints[(proc.incarnation, q.generation)] = dict(q.stint.pos)
                     proc.reports.append((q.qid, _ends(q.stint.pos)))
                     while proc.reports:
                         self.deliver(proc)
