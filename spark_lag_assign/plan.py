@@ -48,7 +48,7 @@ def check_consumer_ids(consumers: Sequence[str]) -> None:
     for c in consumers:
         if not isinstance(c, str) or not CONSUMER_ID.fullmatch(c):
             raise InputError(
-                f"invalid consumer id {c!r}: use letters, digits and . _ : @ = + - (not starting with a symbol)"
+                f"invalid consumer id {c!r}: use letters, digits, '_' and '-' (at most 100, not starting with a symbol)"
             )
         if c in seen:
             raise InputError(f"consumer id {c!r} is given twice")
@@ -183,6 +183,7 @@ def build_plan(
     created: datetime | None = None,
     rates: Rates | None = None,
     observed: Observation | None = None,
+    fencing: str = "self",
 ) -> Plan:
     """The plan document of a plan table: rows[consumer (null: unassigned), topic, partition, lag, starting_offset]."""
     _check_rows(rows)
@@ -254,6 +255,8 @@ def build_plan(
         from spark_lag_assign.rates import observation_json
 
         doc["observed"] = observation_json(observed)  # type: ignore[typeddict-item]
+    if fencing != "self":  # absent means "self": plans of pipelines that fence themselves stay as they were
+        doc["fencing"] = fencing  # type: ignore[typeddict-item]
     return doc
 
 

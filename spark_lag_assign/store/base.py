@@ -29,8 +29,14 @@ Claims
     the id over and fences every older writer of it (an earlier incarnation of the same
     pipeline: a restarted driver fences its zombie). A fenced writer's ``write`` raises
     ``ClaimFencedError`` and writes nothing: "I am the zombie: stop reading now".
-  - ``claims()`` reads to the end: it returns every consumer's newest claim, including
-    every claim whose write returned before the call began (read-your-writes).
+  - ``claims()`` reads to the end: it returns the newest claim of every consumer that a plan
+    of the store named, and of the fencer (``FENCER``), including every claim whose write
+    returned before the call began (read-your-writes). A consumer that no plan named yet is
+    seen too once the backend finds it (the Kafka store lists the claims topics at a
+    reader's first read and again within 30 s; a directory lists them at every read).
+  - Only a consumer's own claim writer can write its claims where the backend can enforce
+    it (the Kafka store: a topic per consumer, for an ACL; a directory: a directory per
+    consumer, for file permissions).
   - Each claim written carries the writer's ``incarnation`` and a ``seq`` that grows with
     every write of that incarnation, so a reader can tell a renewal from a stale record.
 
@@ -58,6 +64,8 @@ if TYPE_CHECKING:
 TopicPartition = tuple[str, int]
 #: a claim's version: (incarnation, seq); what a fence note names
 Version = tuple[str, int]
+#: the claims key of the fencer (``spark-lag-assign fencer``): no consumer id begins with "_"
+FENCER = "_fencer"
 
 
 class StoreError(PlanError):
@@ -363,6 +371,7 @@ def _versions(claims: Claims) -> dict[str, object]:
 
 
 __all__ = [
+    "FENCER",
     "ClaimFencedError",
     "ClaimRecord",
     "ClaimWriter",

@@ -76,7 +76,7 @@ def test_secrets_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
         ('[plan]\noutput = "o"\nconsumers = ["a"]\n', ConfigError, "no offsets source"),
         (LIVE.replace('output = "out/x"\n', ""), ConfigError, "no store to publish to"),
         (LIVE.replace('output = "out/x"', 'output = "zk://h:1/p"'), ConfigError, "unknown scheme zk://"),
-        (LIVE.replace('output = "out/x"', 'output = "kafka://h:9092/a b"'), ConfigError, "cannot name Kafka topics"),
+        (LIVE.replace('output = "out/x"', 'output = "kafka://h:9092/a b"'), ConfigError, "cannot start Kafka topic names"),
         (LIVE.replace('output = "out/x"', 'output = "s3a://bucket/plans"'), ConfigError, "no atomic rename"),
         (LIVE.replace('consumers = ["c1", "c0"]', 'consumers = ["c1", "c1"]'), InputError, "'c1' is given twice"),
         (LIVE.replace('consumers = ["c1", "c0"]', "consumers = []"), InputError, "no consumers"),
