@@ -29,6 +29,7 @@ and key, the variable or the flag, and what is wrong.
     reset = "latest"
     consumers = ["pipeline-a", "pipeline-b"] # or a [plan.subscriptions] table
     allow_shrink = false                     # true: publish a plan that drops most partitions
+    fencing = "self"                         # "service": a fencer fences on the pipelines' behalf
     [plan.options]
     tolerance = 0.05
 
@@ -46,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -101,6 +102,7 @@ class PlanKeys(BaseModel):
     rate: float | None = None
     rates: str | None = None
     allow_shrink: bool | None = None
+    fencing: Literal["self", "service"] | None = None
 
 
 class FileKeys(BaseModel):
@@ -157,6 +159,7 @@ class Settings:
     rate: float | None = None
     rates: Path | None = None
     allow_shrink: bool = False  # publish even a plan that drops most of the previous plan's partitions
+    fencing: str = "self"  # who fences a lapsed pipeline's commits: itself ("self") or the fencer ("service")
 
     @property
     def live(self) -> bool:
@@ -551,6 +554,7 @@ def settings(file: str | Path | None = None, *, environ: Mapping[str, str] | Non
         rate=rate,
         rates=rates,
         allow_shrink=bool(merged.get("allow_shrink", False)),
+        fencing=str(merged.get("fencing") or "self"),
     )
 
 

@@ -260,6 +260,7 @@ def run(settings: Settings, spark: Any) -> Result:
                 quality={**quality.as_dict(), "out_of_range": out_of_range},
                 rates=rates,
                 observed=observed if settings.live else None,
+                fencing=settings.fencing,
             )
             check_shrink(current, doc, allow=settings.allow_shrink)  # an empty snapshot must not replace a real plan
             publisher.publish(doc)

@@ -185,7 +185,12 @@ def _offsets_table(
         rows.append((tp.topic, tp.partition, earliest[tp].offset, latest[tp].offset, offset if offset >= 0 else None))
     frame = pd.DataFrame(rows, columns=list(OFFSET_COLUMNS))
     frame["committed_offset"] = frame["committed_offset"].astype("Int64")
-    return validate_offsets(frame, f"offsets of group {group}")
+    frame = validate_offsets(frame, f"offsets of group {group}")
+    # who committed: the commits' metadata strings (the pipelines name themselves and their generation)
+    frame.attrs["commit_metadata"] = {
+        (tp.topic, tp.partition): str(getattr(meta, "metadata", "") or "") for tp, meta in committed.items() if meta is not None
+    }
+    return frame
 
 
 def read_offsets(

@@ -40,8 +40,11 @@ INT64_LIMIT: Final = 2**63  # Kafka offsets are int64: every offset is below thi
 PARTITION_LIMIT: Final = 2**31  # Kafka partitions are int32
 SCHEMA_ID: Final = "https://github.com/spark-lag-assign/spark-lag-assign/conf/plan.schema.json"
 
-#: a consumer id names files and Kafka keys; always matched whole ("$" would let a trailing newline in with ``re``)
-CONSUMER_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}$"
+#: a consumer id names files, Kafka topics and transactional ids, where "." separates the parts
+#: (``NAME.claims.<consumer>``, ``spark-lag-assign.NAME.commit.<consumer>``): no id may hold one,
+#: so no prefix ACL of one consumer's resources covers another's; always matched whole ("$"
+#: would let a trailing newline in with ``re``)
+CONSUMER_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 _PARTITION_KEY_PATTERN: Final = r"^(0|[1-9][0-9]{0,9})$"  # a partition number as an object key
 
 _STRICT = ConfigDict(strict=True, extra="allow")
@@ -145,6 +148,9 @@ class Plan(TypedDict):
     cannot_keep_up: NotRequired[list[ConsumerId]]  # consumers whose producers outrun them: they never drain
     rates_notes: NotRequired[list[str]]
     observed: NotRequired[Observed]  # end and committed offsets and their time: the next run's rates
+    # who fences a pipeline whose lease ran out: "self" (absent) the pipeline taking over, with
+    # WRITE on every commit id; "service" a fencer (``spark-lag-assign fencer``) on its behalf
+    fencing: NotRequired[Literal["self", "service"]]
 
 
 @cache

@@ -31,10 +31,12 @@ from spark_lag_assign.consume.committer import (
     ProgressCommitter,
     commit_listener,
 )
+from spark_lag_assign.consume.fencer import fence_done
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence
 from spark_lag_assign.consume.options import (
     Offsets,
     TopicPartition,
+    foreign_commits,
     offsets_json,
     read_group_starting_offsets,
     source_options,
@@ -76,7 +78,7 @@ from spark_lag_assign.errors import (
     one_line,
 )
 from spark_lag_assign.planformat import PlanFormatError
-from spark_lag_assign.store import ClaimFencedError, ClaimRecord, Store, StoreError
+from spark_lag_assign.store import FENCER, ClaimFencedError, ClaimRecord, Store, StoreError
 from spark_lag_assign.uris import join_uri
 
 if TYPE_CHECKING:
@@ -186,6 +188,9 @@ class PlanFollower:
         self._failure: BaseException | None = None  # the query's own error, raised when the run ends
         self._pending_query: str | None = None  # a stopped query whose final commit waits for a producer
         self._starts = 0  # queries started by this follower: each gets a checkpoint of its own
+        self._owners_of: dict[int, dict[TopicPartition, str] | None] = {}
+        #: commits found in the group that no pipeline of the plan made (see ``_distrust``)
+        self.foreign_commits = 0
         self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
         self._denied: NotAuthorizedError | None = None  # a refused commit: ends the run (no wait grants an ACL)
 
@@ -395,6 +400,8 @@ class PlanFollower:
             for old in [g for g in self._plans if g < generation - 1]:
                 del self._plans[old]
             self._core.saw_plan(generation, holds_of(plan, self.consumer))
+            # "service": only the fencer fences, and only its notes stop a pipeline
+            self._core.fence_authority = FENCER if plan.get("fencing") == "service" else None
             self._generations.append(generation)
             self._event("plan", f"generation {generation}")
 
@@ -451,6 +458,15 @@ class PlanFollower:
             self._read_claims(core)  # the newer claim may be gone (its plan replaced): look again
 
     def _fence(self, core: Handover, action: Fence) -> None:
+        if core.fence_authority is not None:  # the fencer fences, once it saw the lease run out itself
+            if fence_done(core.view.get(core.fence_authority), action.consumer, action.version):
+                core.fenced_commits(action.consumer, action.version)
+                log.info("%s: the fencer fenced %s's commits (its lease ran out)", self.consumer, action.consumer)
+                self._event("fence", f"{action.consumer} (by the fencer)")
+                return
+            self._pause(min(1.0, self.poll_interval))  # our claim notes the request: look again for its answer
+            self._read_claims(core)
+            return
         try:
             fence(
                 self.bootstrap_servers,
@@ -498,9 +514,38 @@ class PlanFollower:
             result, committed = self._final_commit(query_id, [])
         self._finish_stop(core, result, committed, f"the final commit of generation {action.generation}", "final-commit")
 
+    def _owners(self, generation: int) -> dict[TopicPartition, str] | None:
+        """Who owned each partition in ``generation`` (None: the store no longer keeps it)."""
+        if generation not in self._owners_of:
+            plan = self._plans.get(generation)
+            if plan is None:
+                try:
+                    plan = self.store.get(generation)
+                except (StoreError, PlanFormatError):
+                    plan = None
+            self._owners_of[generation] = None if plan is None else {
+                (t, p): c for c, entry in plan["consumers"].items() for t, ps in entry["assign"].items() for p in ps
+            }
+        return self._owners_of[generation]
+
+    def _distrust(self, metadata: Mapping[TopicPartition, str]) -> dict[TopicPartition, str]:
+        """Commits that no pipeline of the plan made (``options.foreign_commits``): reported, and
+        never where this pipeline starts."""
+        assert self._core is not None
+        found = foreign_commits(metadata, self._owners, self._core.plan_generation)
+        for (t, p), why in found.items():
+            log.warning(
+                "%s: the group's commit of %s-%d %s: no pipeline of the plan made it; %s does not start from it",
+                self.consumer, t, p, why, self.consumer,
+            )  # fmt: skip
+            self._event("foreign-commit", f"{t}-{p}: {why}")
+        self.foreign_commits += len(found)
+        return found
+
     def _start_offsets(self, plan: plan_io.Plan, assign: dict[str, list[int]]) -> dict[str, dict[str, int]]:
         """The group's committed offsets (else the reset rule), never behind what a releasing
-        owner said in its claim it had committed (the group may not show it yet)."""
+        owner said in its claim it had committed (the group may not show it yet); a commit no
+        pipeline of the plan made counts as none."""
         assert self.group is not None and self._core is not None
         deadline = time.monotonic() + self.commit_timeout
         while True:  # a broker away for a moment must not end a pipeline between two generations
@@ -512,6 +557,7 @@ class PlanFollower:
                     str(plan.get("reset", "latest")),
                     client_options=self.client_options,
                     timeout_ms=self.kafka_timeout_ms,
+                    distrust=self._distrust,
                 )
                 break
             except NotAuthorizedError:
@@ -527,7 +573,7 @@ class PlanFollower:
             for topic, parts in record.committed.items():
                 for partition, offset in parts.items():
                     current = starting.get(topic, {}).get(str(partition))
-                    if current is not None and current >= 0 and int(offset) > current:
+                    if current is not None and (current < 0 or int(offset) > current):  # also over the reset rule
                         starting[topic][str(partition)] = int(offset)
         return starting
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 PROTOCOL = "spark_lag_assign/consume/protocol.py"
 COMMITTER = "spark_lag_assign/consume/kafka_commit.py"
+FENCER_MODULE = "spark_lag_assign/consume/fencer.py"
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,32 @@ DEFECTS = (
     Defect(
         "a fence note is dropped as soon as the fenced holder writes again",
         PROTOCOL,
-        '                record.version == version or record.state in ("reading", "stopping")\n',
-        "                record.version == version\n",
+        '        and (record.version == version or record.state in ("reading", "stopping"))\n',
+        "        and record.version == version\n",
+    ),
+    Defect(
+        "with a fencer, a note in any pipeline's claim stops a pipeline",
+        PROTOCOL,
+        "            if self.fence_authority is not None and holder != self.fence_authority:\n                continue\n",
+        "",
+    ),
+    Defect(
+        "the fencer fences on a request without seeing the lease run out itself",
+        FENCER_MODULE,
+        "            if self.view_read_at >= self.first_seen[(holder, version)] + held.lease:\n",
+        "            if True:\n",
+    ),
+    Defect(
+        "the fencer fences before its record notes the fence",
+        FENCER_MODULE,
+        '            if self.written is not None and self.written.fences.get(holder) == version and self.written.state == f"fencing {holder}":\n',
+        "            if True:\n",
+    ),
+    Defect(
+        "a pipeline starts once the fencer's record names the fence, before the fencer did it",
+        FENCER_MODULE,
+        '        and record.state != f"fencing {holder}"\n',
+        "",
     ),
     Defect(
         "a pipeline ignores fence notes on its own stint",

@@ -61,6 +61,7 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from spark_lag_assign.consume.committer import ProgressCommitter
+from spark_lag_assign.consume.fencer import FenceCommits, FencerCore, NoteFence, fence_done
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit
 from spark_lag_assign.consume.protocol import (
     AllowCommits,
@@ -77,7 +78,7 @@ from spark_lag_assign.consume.protocol import (
     Write,
 )
 from spark_lag_assign.errors import CommitFencedError, CommitHeldError, KafkaCommitError
-from spark_lag_assign.store.base import ClaimRecord
+from spark_lag_assign.store.base import FENCER, ClaimRecord
 
 CONSUMERS = ("A", "B", "C")
 PARTITIONS = (("t", 0), ("t", 1), ("t", 2), ("u", 0))
@@ -245,6 +246,7 @@ class HandoverModel(RuleBasedStateMachine):
     margin: ClassVar[float] = MARGIN
     drift: ClassVar[float] = DRIFT
     exclusive: ClassVar[bool] = True  # check I1 and I2 (they rest on clocks within the margin)
+    service: ClassVar[bool] = False  # the plan's fencing is "service": a fencer fences, pipelines ask
 
     def __init__(self) -> None:
         super().__init__()
@@ -256,6 +258,9 @@ class HandoverModel(RuleBasedStateMachine):
         self.moments: set[str] = set()
         self.fences = 0
         self.takeovers = 0
+        self.fencer = FencerCore()
+        self.fencer_seq = 0
+        self.fencer_rate = 1.0
         self.first_variant = 0
         next(EXAMPLES)
 
@@ -285,7 +290,10 @@ class HandoverModel(RuleBasedStateMachine):
         w.id_owner[consumer] = incarnation  # taking the id over fences every older claim writer
         predecessor = w.view(len(w.log)).get(consumer)
         assert predecessor is None or isinstance(predecessor, ClaimRecord)
-        core = Handover(consumer, incarnation, lease=self.lease, margin=self.margin, handover_timeout=1e9)
+        core = Handover(
+            consumer, incarnation, lease=self.lease, margin=self.margin, handover_timeout=1e9,
+            fence_authority=FENCER if self.service else None,
+        )  # fmt: skip
         proc = Proc(len(self.procs), consumer, incarnation, core, rate, float(len(self.procs)) * 1000.0, sink)
         proc.fc = FencedGroupCommit("model", "group", f"commit.{consumer}", consumer, producer_factory=lambda: ModelProducer(self, proc))
         proc.committer = ProgressCommitter(
@@ -422,6 +430,12 @@ class HandoverModel(RuleBasedStateMachine):
         elif isinstance(action, Fence):
             if w.down:
                 return
+            if self.service:  # the fencer fences; the pipeline waits for its record to say so
+                if fence_done(core.view.get(FENCER), action.consumer, action.version):
+                    core.fenced_commits(action.consumer, action.version)
+                else:
+                    core.saw_claims(w.view(len(w.log)), now)
+                return
             self.seen("a successor fences a lapsed holder's commits")
             self.fences += 1
             w.epoch[action.consumer] = w.epoch.get(action.consumer, 0) + 1
@@ -503,6 +517,30 @@ class HandoverModel(RuleBasedStateMachine):
             proc.pending_final = None
         proc.fc.close()
         core.stopped(result)
+
+    def fencer_acts(self) -> None:
+        """One step of the fencer (``spark-lag-assign fencer``): read every claim, then act."""
+        w, core = self.world, self.fencer
+        if w.down:
+            return
+        now = self.fencer_rate * w.now
+        core.saw_claims(w.view(len(w.log)), now)
+        action = core.next(now)
+        if isinstance(action, NoteFence):
+            self.fencer_seq += 1
+            record = ClaimRecord(FENCER, "F", self.fencer_seq, 0, frozenset(), 3600.0, action.state, dict(action.fences))
+            self.append(record)
+            core.wrote(record)
+        elif isinstance(action, FenceCommits):
+            self.seen("the fencer fences a lapsed holder's commits for its successor")
+            self.fences += 1
+            w.epoch[action.consumer] = w.epoch.get(action.consumer, 0) + 1
+            core.fenced(action.consumer, action.version)
+
+    @precondition(lambda self: self.service)
+    @rule()
+    def fencer_step(self) -> None:
+        self.fencer_acts()
 
     def pick(self, data: st.DataObject, candidates: list[Proc], label: str) -> Proc:
         return data.draw(st.sampled_from(candidates), label=label)
@@ -835,6 +873,8 @@ class HandoverModel(RuleBasedStateMachine):
         if b is None:
             b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
         for _ in range(60):  # the successor's loop runs, a second at a time, until it reads what it gained
+            if self.service:
+                self.fencer_acts()
             self.settle(b, _Fixed(), 30)
             if (b.query is not None and moved <= b.query.holds) or not b.runs:
                 break
@@ -909,6 +949,9 @@ class HandoverModel(RuleBasedStateMachine):
         for proc in self.procs:
             proc.paused = False
         for _ in range(400):
+            if self.service:
+                for _ in range(3):
+                    self.fencer_acts()
             for consumer in sorted(w.members[latest - 1]):  # a supervisor restarts what ended
                 if not any(p.consumer == consumer and p.runs for p in self.procs):
                     self.spawn(consumer, copy_predecessor=False)
@@ -964,6 +1007,18 @@ class WildClocks(HandoverModel):
         return st.sampled_from((0.5, 1.0, 2.0))
 
 
+class ServiceFencing(HandoverModel):
+    """The plan's fencing is "service": no pipeline fences another; the fencer, with a clock
+    of its own, fences on a pipeline's request once it saw the lease run out itself, and only
+    its notes stop a pipeline."""
+
+    service: ClassVar[bool] = True
+
+    @initialize(rate=st.sampled_from((1.0 - DRIFT, 1.0, 1.0 + DRIFT)))
+    def fencer_clock(self, rate: float) -> None:
+        self.fencer_rate = rate
+
+
 MODEL_SETTINGS = settings(
     stateful_step_count=120,
     deadline=None,
@@ -971,5 +1026,7 @@ MODEL_SETTINGS = settings(
 )
 HandoverModel.TestCase.settings = MODEL_SETTINGS
 WildClocks.TestCase.settings = MODEL_SETTINGS
+ServiceFencing.TestCase.settings = MODEL_SETTINGS
 test_handover_protocol = HandoverModel.TestCase
 test_commits_stay_safe_whatever_the_clocks = WildClocks.TestCase
+test_the_fencer_fences_on_the_pipelines_behalf = ServiceFencing.TestCase
