@@ -118,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-shrink", action="store_true", default=None,
         help="publish even a plan that drops more than half of the previous plan's partitions (plan.allow_shrink)",
     )  # fmt: skip
+    p.add_argument(
+        "--fencing", choices=("self", "service"),
+        help="who fences a pipeline whose lease ran out: the one taking over (self, default) or a running "
+        "`spark-lag-assign fencer` (service: pipelines then need WRITE on their own commit id only; plan.fencing)",
+    )  # fmt: skip
     p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
     p.add_argument("--timings", action="store_true", help="print the time of each phase (read, plan in Spark, check, write)")
 
@@ -129,6 +134,32 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("store", metavar="STORE", help="a plan directory or kafka://HOST:PORT/NAME")
     w.add_argument("--generation", type=_positive_int, metavar="N", help="an older generation instead of the current one")
     w.add_argument("--limit", type=_positive_int, default=40, metavar="N", help="consumers to list (default 40)")
+
+    f = sub.add_parser(
+        "fencer",
+        help="fence lapsed pipelines' commits on their behalf (plan.fencing = \"service\"); runs until stopped",
+        description="With service fencing no pipeline may fence another: one fencer per store, whose principal "
+        "may write every commit id of the store, fences a pipeline whose lease ran out when the pipeline taking "
+        "over asks for it, after it saw the lease run out itself.",
+    )
+    f.add_argument("--store", required=True, metavar="STORE", help="kafka://HOST:PORT/NAME or a plan directory")
+    f.add_argument("--config", metavar="FILE", help="a TOML config file: its [kafka] settings (security)")
+    f.add_argument("--bootstrap-servers", metavar="HOSTS", help="the Kafka cluster of the commit ids (default: the store's)")
+    f.add_argument("--kafka-option", metavar="K=V", action="append", help="a kafka-python client option (repeatable)")
+
+    a = sub.add_parser(
+        "acls",
+        help="the Kafka ACLs one role of a store needs, as kafka-acls.sh lines",
+        description="planner: publishes plans; pipeline: one consumer id; fencer: fences on the pipelines' behalf "
+        "(--fencing service); operator: creates the topics instead of the planner.",
+    )
+    a.add_argument("--store", required=True, metavar="STORE", help="kafka://HOST:PORT/NAME")
+    a.add_argument("--role", required=True, choices=("planner", "pipeline", "fencer", "operator"))
+    a.add_argument("--principal", required=True, metavar="User:NAME", help="the principal the ACLs are for")
+    a.add_argument("--consumer", metavar="ID", help="pipeline: its consumer id")
+    a.add_argument("--group", metavar="G", help="planner, pipeline: the consumer group")
+    a.add_argument("--topics", metavar="A,B", help="planner, pipeline: the data topics")
+    a.add_argument("--fencing", choices=("self", "service"), default="self", help="the plan's fencing (default self)")
 
     m = sub.add_parser(
         "simulate",
@@ -234,6 +265,7 @@ def plan_settings(args: argparse.Namespace) -> Any:
         rate=args.rate,
         rates=args.rates,
         allow_shrink=args.allow_shrink,
+        fencing=args.fencing,
     )
 
 
@@ -277,6 +309,53 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     )
     path = offsets.write_snapshot(frame, args.output)
     print(f"wrote {len(frame)} partitions of {frame['topic'].nunique()} topic(s) to {path}")
+    return 0
+
+
+def cmd_fencer(args: argparse.Namespace) -> int:
+    """Runs until SIGTERM or Ctrl-C; a newer fencer of the same store ends it."""
+    import signal
+
+    from spark_lag_assign import config
+    from spark_lag_assign.consume.fencer import Fencer
+    from spark_lag_assign.consume.kafka_commit import commit_id, fence
+    from spark_lag_assign.store import open_store, parse_uri
+
+    merged = config.merge(args.config, None, {})
+    client = config.client_options(merged.file_client, merged.client_env, _key_values(args.kafka_option, "--kafka-option"))
+    parsed = parse_uri(args.store)
+    bootstrap = args.bootstrap_servers or merged.get("bootstrap_servers") or (parsed.location if parsed.scheme == "kafka" else None)
+    if not bootstrap:
+        raise ConfigError("the fencer needs the Kafka cluster of the commit ids: --bootstrap-servers (or a kafka:// store)")
+    with open_store(args.store, client_options=client) as store:
+        fencer = Fencer(store, lambda consumer, _version: fence(bootstrap, commit_id(store.name, consumer), client))
+        signal.signal(signal.SIGTERM, lambda *_: fencer.stop())
+        print(f"fencer of {store.uri} running", flush=True)
+        try:
+            fences = fencer.run()
+        except KeyboardInterrupt:
+            fences = fencer.fences
+    print(f"fencer of {args.store} stopped after {fences} fence(s)")
+    return 0
+
+
+def cmd_acls(args: argparse.Namespace) -> int:
+    from spark_lag_assign.acls import kafka_acls_lines, role_acls
+    from spark_lag_assign.lists import comma_list
+    from spark_lag_assign.store import parse_uri
+
+    parsed = parse_uri(args.store)
+    if parsed.scheme != "kafka":
+        raise ConfigError(f"{args.store}: ACLs are for a kafka:// store (a directory's are the file system's permissions)")
+    try:
+        acls = role_acls(
+            args.role, parsed.name, consumer=args.consumer, group=args.group,
+            topics=comma_list(args.topics) if args.topics else (), fencing=args.fencing,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise ConfigError(f"acls --role {args.role}: {exc}") from None
+    for line in kafka_acls_lines(acls, args.principal, parsed.location):
+        print(line)
     return 0
 
 
@@ -413,6 +492,10 @@ def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | No
             return cmd_snapshot(args)
         if args.command == "simulate":
             return cmd_simulate(args)
+        if args.command == "fencer":
+            return cmd_fencer(args)
+        if args.command == "acls":
+            return cmd_acls(args)
         return cmd_show(args)
     except SparkLagAssignError as exc:
         print(f"spark-lag-assign: error: {exc}", file=sys.stderr)

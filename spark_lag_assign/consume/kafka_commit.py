@@ -240,9 +240,13 @@ class FencedGroupCommit:
             note = metadata(self.consumer, generation)
             try:
                 producer.begin_transaction()
+                sent = []
                 for key, value in records:
                     assert topic is not None, "records need a topic"
-                    producer.send(topic, key=key, value=value)
+                    sent.append(producer.send(topic, key=key, value=value))
+                for future in sent:  # the records' own errors first: a refused WRITE on the sink names its ACL
+                    if future is not None:  # kafka-python 3.0.12 would leave the commit waiting on it instead
+                        future.get(timeout=self.timeout_ms / 1000)
                 if offsets:
                     _bounded(
                         producer,

@@ -64,16 +64,21 @@ class Case:
 
     @property
     def claims(self) -> str:
-        return f"{self.name}.claims"
+        """The claims topic of ``CONSUMER``."""
+        return f"{self.name}.claims.{CONSUMER}"
+
+    @property
+    def claims_prefix(self) -> str:
+        return f"{self.name}.claims."
 
 
-def topic(operation: str, name: str) -> Acl:
-    return Acl(operation, "Topic", name)
+def topic(operation: str, name: str, pattern: str = "literal") -> Acl:
+    return Acl(operation, "Topic", name, pattern)
 
 
 def opening(c: Case) -> list[Acl]:
-    """Opening a store whose topics exist: it describes both and checks their configuration."""
-    return [topic(op, t) for t in (c.plans, c.claims) for op in ("DESCRIBE", "DESCRIBE_CONFIGS")]
+    """Opening a store whose plans topic exists: it describes it and checks its configuration."""
+    return [topic(op, c.plans) for op in ("DESCRIBE", "DESCRIBE_CONFIGS")]
 
 
 def without_describe(acls: list[Acl], *implied: str) -> list[Acl]:
@@ -93,6 +98,12 @@ def publish_op(c: Case) -> None:
 def claim_op(c: Case) -> None:
     with open_store(c.uri, client_options=c.options, timeout=5) as store, store.claim_writer(CONSUMER) as writer:
         writer.write(1, [(c.topic, 0)], lease=10.0)
+
+
+def publish_as_admin(c: Case) -> None:
+    """A plan to read: a reader of an empty topic fetches nothing, so READ is never checked."""
+    with open_store(c.uri, client_options=c.kafka.client_options(), timeout=5) as store, store.publisher() as publisher:
+        publisher.publish(make_plan(1))
 
 
 def publish_and_claim_as_admin(c: Case) -> None:
@@ -152,28 +163,30 @@ OPERATIONS = [
     Operation("open a store", opening, open_store_op, StoreError),
     Operation(
         "open a store, creating its topics",
-        lambda c: [*opening(c), topic("CREATE", c.plans), topic("CREATE", c.claims)],
+        lambda c: [*opening(c), topic("CREATE", c.plans)],
         open_store_op, StoreError, store_topics=False,
     ),
     Operation(
-        "publish a plan",
+        "publish a plan",  # it creates the claims topics of the consumers it names
         lambda c: [
             *without_describe(opening(c), c.plans), topic("READ", c.plans), topic("WRITE", c.plans),
             Acl("WRITE", "TransactionalId", planner_transactional_id(c.name)),
+            *(topic(op, c.claims_prefix, "prefixed") for op in ("DESCRIBE", "CREATE", "DESCRIBE_CONFIGS")),
         ],
         publish_op, StoreError,
     ),
     Operation(
-        "write a claim",
+        "write a claim",  # into its own claims topic, reading everyone's
         lambda c: [
-            *without_describe(opening(c), c.claims), topic("READ", c.claims), topic("WRITE", c.claims),
+            *without_describe(opening(c), c.plans), topic("READ", c.plans),
+            topic("READ", c.claims_prefix, "prefixed"), topic("WRITE", c.claims), topic("DESCRIBE_CONFIGS", c.claims),
             Acl("WRITE", "TransactionalId", claim_transactional_id(c.name, CONSUMER)),
         ],
-        claim_op, StoreError,
+        claim_op, StoreError, prepare=publish_as_admin,
     ),
     Operation(
         "read plans and claims",
-        lambda c: [*without_describe(opening(c), c.plans, c.claims), topic("READ", c.plans), topic("READ", c.claims)],
+        lambda c: [*without_describe(opening(c), c.plans), topic("READ", c.plans), topic("READ", c.claims_prefix, "prefixed")],
         read_store_op, StoreError, prepare=publish_and_claim_as_admin,
     ),
     Operation("fence a commit id", lambda c: [Acl("WRITE", "TransactionalId", commit_id(c.name, CONSUMER))], fence_op, KafkaCommitError),
@@ -217,7 +230,7 @@ def lacking_only(needed: list[Acl], missing: Acl | None) -> list[Acl]:
     DESCRIBE, which a principal lacking only READ or WRITE still has."""
     kept = [a for a in needed if a != missing]
     if missing is not None and missing.operation in ("READ", "WRITE"):
-        implied = Acl("DESCRIBE", missing.resource, missing.name)
+        implied = Acl("DESCRIBE", missing.resource, missing.name, missing.pattern)
         if implied not in kept and not any(a.name == missing.name and a.operation in ("READ", "WRITE") for a in kept):
             kept.append(implied)
     return kept
@@ -275,7 +288,7 @@ def test_a_missing_acl_is_named_in_one_line_and_the_full_list_suffices(
 
 
 def test_prefixed_acls_cover_a_store_name_and_its_transactional_ids(kafka_acl: LocalKafka, data: tuple[str, str]) -> None:
-    """The planner's and a pipeline's store work under prefixed ACLs, as README lists them."""
+    """One principal with every right on the store (a trusted single-team setup) under prefixed ACLs."""
     case, user = fresh_case(kafka_acl, data, with_store_topics=False)
     kafka_acl.grant(user, [
         Acl(op, "Topic", f"{case.name}.", "prefixed") for op in ("CREATE", "DESCRIBE_CONFIGS", "READ", "WRITE")

@@ -121,3 +121,41 @@ def test_an_acl_becomes_kafka_pythons_acl_for_create_acls() -> None:
     assert (pattern.resource_type, pattern.resource_name, pattern.pattern_type) == (
         ResourceType.TRANSACTIONAL_ID, "spark-lag-assign.orders.", ACLResourcePatternType.PREFIXED,
     )  # fmt: skip
+
+
+def test_each_role_lists_only_its_own_resources() -> None:
+    from spark_lag_assign.acls import role_acls
+
+    pipe_a = role_acls("pipeline", "orders", consumer="a", group="g", topics=["orders"], fencing="service")
+    names = {(x.operation, x.resource, x.name, x.pattern) for x in pipe_a}
+    assert ("WRITE", "Topic", "orders.claims.a", "literal") in names
+    assert ("WRITE", "TransactionalId", "spark-lag-assign.orders.commit.a", "literal") in names
+    assert not [x for x in pipe_a if x.operation == "WRITE" and x.pattern == "prefixed"]  # no one else's claims or commits
+    assert not [x for x in pipe_a if x.name in ("orders.plans",) and x.operation == "WRITE"]  # publishes nothing
+    self_fencing = role_acls("pipeline", "orders", consumer="a", group="g", fencing="self")
+    assert ("WRITE", "TransactionalId", "spark-lag-assign.orders.commit.", "prefixed") in {
+        (x.operation, x.resource, x.name, x.pattern) for x in self_fencing
+    }
+    planner = role_acls("planner", "orders", group="g", topics=["orders"])
+    assert not [x for x in planner if x.resource == "TransactionalId" and "commit" in x.name or "claim." in x.name]
+    fencer = role_acls("fencer", "orders")
+    assert ("WRITE", "TransactionalId", "spark-lag-assign.orders.commit.", "prefixed") in {
+        (x.operation, x.resource, x.name, x.pattern) for x in fencer
+    }
+    with pytest.raises(ValueError, match="consumer id and group"):
+        role_acls("pipeline", "orders")
+
+
+def test_kafka_acls_lines_group_operations_per_resource() -> None:
+    from spark_lag_assign.acls import kafka_acls_lines
+
+    lines = kafka_acls_lines(
+        [Acl("READ", "Topic", "o.plans"), Acl("DESCRIBE_CONFIGS", "Topic", "o.plans"), Acl("WRITE", "TransactionalId", "p.", "prefixed")],
+        "User:x", "b:9092",
+    )  # fmt: skip
+    assert lines == [
+        "kafka-acls.sh --bootstrap-server b:9092 --command-config admin.properties --add --allow-principal User:x "
+        "--operation Read --operation DescribeConfigs --topic o.plans --resource-pattern-type literal",
+        "kafka-acls.sh --bootstrap-server b:9092 --command-config admin.properties --add --allow-principal User:x "
+        "--operation Write --transactional-id p. --resource-pattern-type prefixed",
+    ]
