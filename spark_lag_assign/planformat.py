@@ -33,11 +33,10 @@ from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_confi
 from typing_extensions import TypedDict
 
 from spark_lag_assign.errors import InputError, PlanError
+from spark_lag_assign.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.subscriptions import factorize, partition_keys
 
 FORMAT_VERSION: Final = 1
-INT64_LIMIT: Final = 2**63  # Kafka offsets are int64: every offset is below this
-PARTITION_LIMIT: Final = 2**31  # Kafka partitions are int32
 SCHEMA_ID: Final = "https://github.com/spark-lag-assign/spark-lag-assign/conf/plan.schema.json"
 
 #: a consumer id names files, Kafka topics and transactional ids, where "." separates the parts

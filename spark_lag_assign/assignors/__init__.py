@@ -368,6 +368,8 @@ def _problem(
     options: Mapping[str, Any],
 ) -> tuple[GroupProblem, np.ndarray | None]:
     spec = get_strategy(strategy)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):  # 2.9 would silently plan with 2
+        raise StrategyError(f"seed must be a whole number, not {seed!r}")
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
         raise StrategyError(

@@ -363,6 +363,16 @@ class DirectoryStore(Store):
         """Every generation number with a manifest, damaged or not, ascending."""
         return sorted(int(m.group(1)) for e in self._fs.list(self._generations) if (m := _MANIFEST.match(e.name)))
 
+    def _missing_dirs(self, path: str) -> list[str]:
+        """The directories from the outermost missing one down to ``path`` that do not exist yet."""
+        missing: list[str] = []
+        while True:
+            parent, name = posixpath.split(path.rstrip("/"))
+            if not name or parent == path or any(e.name == name and e.is_dir for e in self._fs.list(parent)):
+                return list(reversed(missing))
+            missing.append(path)
+            path = parent
+
     def _taken(self) -> int:
         """The highest generation number in use: manifests, and directories without one
         (a half-deleted generation, or one written by an older version of this tool)."""
@@ -653,10 +663,23 @@ class _DirectoryPublisher(Publisher):
 
     def __init__(self, store: DirectoryStore) -> None:
         self._store = store
+        self._published = False
         with store._io("open the generations for writing"):
+            # created now, so that an unwritable store fails before any planning; removed
+            # again by close() if nothing was published, so a failed run leaves nothing behind
+            self._created = store._missing_dirs(store._generations)
             store._fs.mkdirs(store._generations)
             self._next = store._taken() + 1
             self._previous = store._latest()
+
+    def close(self) -> None:
+        if not self._published:
+            for path in reversed(self._created):  # innermost first, and only while still empty
+                try:
+                    if not self._store._fs.list(path):
+                        self._store._fs.delete(path)
+                except OSError:
+                    break
 
     def previous(self) -> Plan | None:
         return self._previous
@@ -682,6 +705,7 @@ class _DirectoryPublisher(Publisher):
             except OSError:
                 pass
             raise
+        self._published = True
         self._previous, self._next = plan, self._next + 1
 
 

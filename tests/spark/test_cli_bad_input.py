@@ -2,42 +2,58 @@
 exactly one line on stderr, no traceback, and leaves the store's plan directory byte for byte
 as it was.
 
-Cases refused before planning run the console script in a subprocess and prove that it
-never imported PySpark (so no SparkSession, no JVM: they fail fast). The few that can only be
-refused after planning (a plan that drops most partitions, a generation taken by another
-planner) run in this process on the shared SparkSession. Cases against the live cluster use
-the real local broker.
+Every case runs the console script's ``main`` in a process of its own, and its real stderr
+is what is checked. Cases refused before planning prove that it never imported PySpark (so
+no SparkSession, no JVM: they fail fast); the few that can only be refused after planning (a
+plan that drops most partitions, a generation taken by another planner) start their own
+local Spark. Cases against the live cluster use the real local broker. The store compared
+before and after is the whole directory tree, empty directories included, and a store that
+did not exist must still not exist.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, job, offsets as offsets_io, plan as plan_io
+from spark_lag_assign import cli, offsets as offsets_io, plan as plan_io
 from spark_lag_assign.store import open_store
 from spark_lag_assign.testing.localkafka import free_port
 from tests.spark.test_cli import SNAPSHOT  # the happy path's snapshot: each bad input varies it
 from tests.unit.test_plan import tree
 
 HEADER = "topic,partition,beginning_offset,end_offset,committed_offset\n"
+REPO = Path(__file__).resolve().parents[2]
 LIVE_TOPIC, LIVE_GROUP = "bad-input", "bad-input-pipelines"
 
 # runs the console script's main() and then says whether PySpark was ever imported
 CHILD = (
     "import sys\n"
     "from spark_lag_assign import cli\n"
+    "{meanwhile}"
     "code = cli.main(sys.argv[1:])\n"
     "print('pyspark imported:', any(m.split('.')[0] in ('pyspark', 'py4j') for m in sys.modules))\n"
     "sys.exit(code)\n"
+)
+# the "meanwhile" cases: another planner publishes while this one reads its offsets
+MEANWHILE = (
+    "import json\n"
+    "from pathlib import Path\n"
+    "from spark_lag_assign import job\n"
+    "from tests.spark.test_cli_bad_input import another_planner_publishes\n"
+    "from tests.unit.test_plan import tree\n"
+    "_extract = job.extract_offsets\n"
+    "def _meanwhile(settings, *more):\n"
+    "    another_planner_publishes(Path(settings.output))\n"
+    "    print('TREE', json.dumps(tree(Path(settings.output))), flush=True)  # ours must add nothing to this\n"
+    "    return _extract(settings, *more)\n"
+    "job.extract_offsets = _meanwhile\n"
 )
 
 
@@ -61,9 +77,10 @@ class Case:
     message: str  # a part of the one line on stderr
     files: dict[str, str] = field(default_factory=dict)  # NAME -> content (formatted like args)
     env: dict[str, str] = field(default_factory=dict)
-    spark: bool = False  # refused only after planning: in this process, on the shared session
+    spark: bool = False  # refused only after planning: the command starts its local Spark
     broker: bool = False  # needs the real broker ({bootstrap}, {sasl})
-    meanwhile: Callable[[Path], None] | None = None  # runs while the planner reads its offsets (spark cases)
+    meanwhile: bool = False  # another planner publishes while this one reads its offsets (spark cases)
+    store: str = "{out}"  # the store directory that must be left as it was
 
 
 def another_planner_publishes(out: Path) -> None:
@@ -127,6 +144,21 @@ CASES = [
                  id="snapshot-duplicate"),
     pytest.param(Case(("--offsets", "{tmp}/offsets.xlsx", "--consumers", "a", "--output", "{out}"), "unknown snapshot format"),
                  id="snapshot-format"),
+    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+                      "column end_offset must hold integers (row 0: inf)", files={"s.csv": HEADER + "t0,0,0,inf,1\n"}),
+                 id="snapshot-inf-end"),
+    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+                      "column committed_offset must hold integers (row 0: inf)", files={"s.csv": HEADER + "t0,0,0,10,inf\n"}),
+                 id="snapshot-inf-committed"),
+    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+                      "end_offset 9223372036854775808 at row 0 is not below 2**63",
+                      files={"s.csv": HEADER + "t0,0,0,9223372036854775808,1\n"}), id="snapshot-offset-2-63"),
+    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+                      "end_offset 18446744073709551615 at row 0 is not below 2**63",
+                      files={"s.csv": HEADER + "t0,0,0,18446744073709551615,1\n"}), id="snapshot-offset-2-64"),
+    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+                      "partition 2147483649 at row 0 is not below 2**31", files={"s.csv": HEADER + "t0,2147483649,0,10,1\n"}),
+                 id="snapshot-partition-2-31"),
     pytest.param(Case(("--offsets", "{tmp}/absent.csv", "--consumers", "a", "--output", "{out}"), "does not exist"),
                  id="snapshot-absent"),
     pytest.param(Case((*SNAP, "--consumers", "a", "--topics", "t0,t9"), "not in the snapshot"), id="snapshot-topic"),
@@ -134,7 +166,9 @@ CASES = [
     pytest.param(Case(("--offsets", "{snap}", "--consumers", "a", "--output", "{file:blocker}"),
                       "cannot open the generations for writing", files={"blocker": "x"}), id="unwritable-output"),
     pytest.param(Case((*SNAP, "--consumers", "a"), "generation 2 was taken by another planner", spark=True,
-                      meanwhile=another_planner_publishes), id="locked-output"),
+                      meanwhile=True), id="locked-output"),
+    pytest.param(Case(("--offsets", "{snap}", "--consumers", "a", "--topics", "t0,t9", "--output", "{tmp}/fresh/plans"),
+                      "not in the snapshot", store="{tmp}/fresh"), id="fresh-output-left-absent"),
     # -- a plan that drops most of the previous generation's partitions
     pytest.param(Case(("--offsets", "{file:empty.csv}", "--consumers", "a,b", "--output", "{out}"),
                       "the new plan drops all 5 partitions of generation 1 (0 planned now); nothing published: "
@@ -195,9 +229,8 @@ def fill(text: str, names: dict[str, str]) -> str:
 
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_exits_1_with_one_line_and_the_plan_untouched(
-    case: Case, workspace: dict[str, str], request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+    case: Case, workspace: dict[str, str], request: pytest.FixtureRequest
+) -> None:
     names = dict(workspace)
     if case.broker:
         names.update(request.getfixturevalue("live_group"))
@@ -206,33 +239,23 @@ def test_bad_input_exits_1_with_one_line_and_the_plan_untouched(
         path.write_text(fill(content, names))
         names[f"file:{name}"] = str(path)
     argv = ["plan", *(fill(a, names) for a in case.args)]
-    before = tree(Path(names["out"]))
+    store = Path(fill(case.store, names))
+    before = tree(store)
+    env = {**os.environ, **case.env, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(REPO)}
+    child = CHILD.replace("{meanwhile}", MEANWHILE if case.meanwhile else "")
+    done = subprocess.run(
+        [sys.executable, "-c", child, *argv], capture_output=True, text=True, env=env, timeout=600, check=False, cwd=REPO
+    )
+    code, err = done.returncode, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == f"pyspark imported: {case.spark}", done.stdout
+    after = tree(store)
+    if case.meanwhile:  # the other planner's generation is there; ours must add nothing to it
+        (published,) = [json.loads(line[5:]) for line in done.stdout.splitlines() if line.startswith("TREE ")]
+        before = published
 
-    if case.spark:
-        spark = request.getfixturevalue("spark")
-        if case.meanwhile is not None:
-            extract, meanwhile = job.extract_offsets, case.meanwhile
-
-            def extract_while_another_planner_publishes(settings: Any, *more: Any) -> pd.DataFrame:
-                nonlocal before
-                meanwhile(Path(names["out"]))
-                before = tree(Path(names["out"]))  # the other planner's generation: ours must add nothing
-                return extract(settings, *more)
-
-            monkeypatch.setattr(job, "extract_offsets", extract_while_another_planner_publishes)
-        for key, value in case.env.items():
-            monkeypatch.setenv(key, value)
-        code = cli.main(argv, session_factory=lambda conf, master: spark)
-        err = capsys.readouterr().err
-        after = tree(Path(names["out"]))
-    else:
-        env = {**os.environ, **case.env, "PYSPARK_PYTHON": sys.executable}
-        done = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True, env=env, timeout=120, check=False)
-        code, err = done.returncode, done.stderr
-        assert done.stdout.strip().splitlines()[-1] == "pyspark imported: False", done.stdout
-        after = tree(Path(names["out"]))
-
-    lines = err.strip().splitlines()
+    # Spark 4's launcher gives every JVM it starts the incubator module jdk.incubator.vector, and
+    # the JDK announces that on stderr when the JVM starts; no switch of either turns it off
+    lines = [line for line in err.strip().splitlines() if not line.startswith("WARNING: Using incubator modules:")]
     assert code == 1, err
     assert len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith("spark-lag-assign: error: ") and case.message in lines[0], lines[0]

@@ -513,3 +513,10 @@ def test_a_bad_topic_in_a_large_sorted_frame_is_refused_in_one_line(bad: object)
     with pytest.raises(InputError) as err:
         sla.assign(lags, {"c0": ["t001"]}, "range")
     assert "column topic must hold non-empty strings" in one_line(err)
+
+
+@pytest.mark.parametrize("seed", [2.9, True, "3", None])
+def test_a_seed_that_is_no_whole_number_is_refused_not_rounded(seed: object) -> None:
+    lags = pd.DataFrame({"topic": ["t", "t", "t"], "partition": [0, 1, 2], "lag": [1, 2, 3]})
+    with pytest.raises(sla.StrategyError, match="seed must be a whole number"):
+        sla.assign(lags, {"a": ["t"], "b": ["t"]}, strategy="shuffle", seed=seed)  # type: ignore[arg-type]

@@ -41,8 +41,9 @@ def make(generation: int = 1) -> plan_io.Plan:
 
 
 def tree(directory: Path) -> dict[str, str]:
-    """Every file's digest and every link's target: to prove a directory did not change."""
-    out = {}
+    """Every file's digest, every link's target and every directory, empty ones too (and the
+    directory itself, if it exists): to prove a directory did not change."""
+    out = {".": "dir"} if directory.is_dir() else {}
     for root, dirs, files in os.walk(directory):
         for name in dirs + files:
             path = Path(root) / name
@@ -51,6 +52,8 @@ def tree(directory: Path) -> dict[str, str]:
                 out[rel] = "-> " + os.readlink(path)
             elif path.is_file():
                 out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif path.is_dir():
+                out[rel] = "dir"
     return out
 
 
