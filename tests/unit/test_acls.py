@@ -137,7 +137,7 @@ def test_each_role_lists_only_its_own_resources() -> None:
         (x.operation, x.resource, x.name, x.pattern) for x in self_fencing
     }
     planner = role_acls("planner", "orders", group="g", topics=["orders"])
-    assert not [x for x in planner if x.resource == "TransactionalId" and "commit" in x.name or "claim." in x.name]
+    assert not [x for x in planner if x.resource == "TransactionalId" and ("commit" in x.name or ".claim." in x.name)]
     fencer = role_acls("fencer", "orders")
     assert ("WRITE", "TransactionalId", "spark-lag-assign.orders.commit.", "prefixed") in {
         (x.operation, x.resource, x.name, x.pattern) for x in fencer
