@@ -14,7 +14,7 @@ import pytest
 
 from spark_lag_assign import plan as plan_io
 from spark_lag_assign.store import open_store
-from spark_lag_assign.store.kafka import _digest, consumer_key, encode_plan, topic_names
+from spark_lag_assign.store.kafka import _digest, consumer_key, encode_plan, plans_topic
 from spark_lag_assign.testing.localkafka import LocalKafka
 
 SUBS = {"C0": ["t0"], "C1": ["t0"]}
@@ -38,7 +38,7 @@ def forge(bootstrap: str, name: str, generation: int, c1_entry: bytes) -> None:
     manifest["sha256"] = _digest(records)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False)
     try:
-        plans, _ = topic_names(name)
+        plans = plans_topic(name)
         for key, value in [*records, (manifest_key, json.dumps(manifest).encode())]:
             producer.send(plans, key=key.encode(), value=value, partition=0).get(timeout=30)
     finally:
