@@ -52,10 +52,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, get_strategy
+from spark_lag_assign.core.lag import check_reset
+from spark_lag_assign.core.lists import comma_list
 from spark_lag_assign.errors import ConfigError, InputError, SparkLagAssignError
-from spark_lag_assign.lag import check_reset
-from spark_lag_assign.lists import comma_list
-from spark_lag_assign.plan import check_consumer_ids
+from spark_lag_assign.plan.build import check_consumer_ids
 from spark_lag_assign.store import parse_uri
 
 ENV_PREFIX = "SPARK_LAG_ASSIGN_"
@@ -472,7 +472,7 @@ def _env_secrets(client_env: Mapping[str, Any]) -> dict[str, str]:
 
 def _rate_settings(merged: Merged, offline: bool) -> tuple[Path | None, float | None, float | None, Path | None]:
     """(offsets_later, interval, rate, rates), checked: one line for each mistake."""
-    from spark_lag_assign.rates import check_interval, check_rate
+    from spark_lag_assign.core.rates import check_interval, check_rate
 
     later, interval = merged.get("offsets_later"), merged.get("interval")
     if (later is None) != (interval is None):
@@ -481,8 +481,9 @@ def _rate_settings(merged: Merged, offline: bool) -> tuple[Path | None, float | 
             f"{given}: offsets_later and interval go together: produce rates need both snapshots and the time between"
         )
     if later is not None and not offline:
-        raise ConfigError(f"{merged.origin('offsets_later')}: offsets_later is for offline planning: give the earlier "
-                          "snapshot as offsets")
+        raise ConfigError(
+            f"{merged.origin('offsets_later')}: offsets_later is for offline planning: give the earlier snapshot as offsets"
+        )
     rate, rates = merged.get("rate"), merged.get("rates")
     if rate is not None and rates is not None:
         raise ConfigError("give rate (every consumer) or rates (a file per consumer), not both")
@@ -603,9 +604,7 @@ def simulate_settings(
         # the file's options are for its plan's strategy: only a flag's must suit a chosen one
         if not any(key in get_strategy(n).options for n in names) and origin(key).startswith(flag("options")):
             raise ConfigError(f"{origin(key)}: none of the chosen strategies takes it")
-    chosen = {
-        n: check_options(n, {k: v for k, v in options.items() if k in get_strategy(n).options}, origin) for n in names
-    }
+    chosen = {n: check_options(n, {k: v for k, v in options.items() if k in get_strategy(n).options}, origin) for n in names}
     reset, seed = _common(merged)
     offsets_later, interval, rate, rates = _rate_settings(merged, True)
     if rate is None and rates is None:

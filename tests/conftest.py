@@ -65,7 +65,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark():  # -> SparkSession
-    from spark_lag_assign.session import local_session
+    from spark_lag_assign.spark.session import local_session
 
     session = local_session("spark-lag-assign-tests")
     yield session

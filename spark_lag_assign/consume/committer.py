@@ -176,9 +176,7 @@ class ProgressCommitter:
         """Commit whatever is pending for a query (its idle events call this)."""
         return self.record(query_id, ())
 
-    def finish(
-        self, query_id: str, end_offsets: Iterable[str | None], *, timeout: float, pause: float = 0.5
-    ) -> Offsets:
+    def finish(self, query_id: str, end_offsets: Iterable[str | None], *, timeout: float, pause: float = 0.5) -> Offsets:
         """The final commit of a stopped query: retried until ``timeout``; then it stops being tracked.
 
         Returns the offsets the group holds from it. Raises ``CommitFencedError`` at once if
@@ -186,7 +184,7 @@ class ProgressCommitter:
         a producer, and ``KafkaCommitError`` if the last offsets could not be committed in time
         (in both cases the query stays tracked, still pending).
         """
-        from spark_lag_assign.retry import within
+        from spark_lag_assign.extract.retry import within
 
         with self._lock:
             entry = self._queries.get(str(query_id))

@@ -24,8 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign import plan as plan_io
-from spark_lag_assign.acls import Acl, not_authorized
 from spark_lag_assign.consume.committer import (
     CommitFunction,
     ProgressCommitter,
@@ -77,9 +75,11 @@ from spark_lag_assign.errors import (
     ReadNotAuthorizedError,
     one_line,
 )
-from spark_lag_assign.planformat import PlanFormatError
+from spark_lag_assign.extract.acls import Acl, not_authorized
+from spark_lag_assign.extract.uris import join_uri
+from spark_lag_assign.plan import build as plan_io
+from spark_lag_assign.plan.document import PlanFormatError
 from spark_lag_assign.store import FENCER, ClaimFencedError, ClaimRecord, Store, StoreError
-from spark_lag_assign.uris import join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -216,9 +216,7 @@ class PlanFollower:
         core = self._core
         return core is not None and core.lease_valid(self.clock())
 
-    def write_batch(
-        self, offsets: Mapping[TopicPartition, int], topic: str | None = None, records: Any = ()
-    ) -> None:
+    def write_batch(self, offsets: Mapping[TopicPartition, int], topic: str | None = None, records: Any = ()) -> None:
         """For a sink that writes to Kafka: ``records`` to ``topic`` and ``offsets`` committed in
         one transaction under this consumer's fenced id; ``CommitFencedError`` (nothing of it
         visible to ``read_committed`` readers) when a newer owner took over."""
@@ -270,7 +268,9 @@ class PlanFollower:
         self._core = core
         core.took_over(writer.predecessor, self.clock())
         if writer.predecessor is not None:
-            self._event("took-over", f"from incarnation {writer.predecessor.incarnation}, holding {names(writer.predecessor.holds)}")
+            self._event(
+                "took-over", f"from incarnation {writer.predecessor.incarnation}, holding {names(writer.predecessor.holds)}"
+            )
         if self._given_commit is None:
             self._commit = FencedGroupCommit(
                 self.bootstrap_servers,
@@ -370,7 +370,9 @@ class PlanFollower:
             if not core.query_ended(error is not None, self.clock()):
                 # our lease lapsed before we saw it end: a pause of this whole process (its
                 # Kafka calls time out on resuming). The lapse stops it; we claim again.
-                log.warning("%s: the query ended while its lease had lapsed: %s", self.consumer, one_line(error) if error else "no error")
+                log.warning(
+                    "%s: the query ended while its lease had lapsed: %s", self.consumer, one_line(error) if error else "no error"
+                )
                 return
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
@@ -523,9 +525,11 @@ class PlanFollower:
                     plan = self.store.get(generation)
                 except (StoreError, PlanFormatError):
                     plan = None
-            self._owners_of[generation] = None if plan is None else {
-                (t, p): c for c, entry in plan["consumers"].items() for t, ps in entry["assign"].items() for p in ps
-            }
+            self._owners_of[generation] = (
+                None
+                if plan is None
+                else {(t, p): c for c, entry in plan["consumers"].items() for t, ps in entry["assign"].items() for p in ps}
+            )
         return self._owners_of[generation]
 
     def _distrust(self, metadata: Mapping[TopicPartition, str]) -> dict[TopicPartition, str]:

@@ -28,10 +28,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from spark_lag_assign.acls import Acl, not_authorized
 from spark_lag_assign.consume.gate import CommitGate
 from spark_lag_assign.consume.options import TopicPartition
 from spark_lag_assign.errors import CommitFencedError, CommitHeldError, CommitNotAuthorizedError, KafkaCommitError, one_line
+from spark_lag_assign.extract.acls import Acl, not_authorized
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,9 @@ def _failed(doing: str, exc: BaseException, needed: Iterable[Acl]) -> KafkaCommi
     return not_authorized(exc, needed, CommitNotAuthorizedError, doing) or KafkaCommitError(f"{doing}: {one_line(exc)}")
 
 
-def _producer(bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int) -> Any:  # pragma: no mutate block
+def _producer(
+    bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int
+) -> Any:  # pragma: no mutate block
     from kafka import KafkaProducer
 
     return KafkaProducer(

@@ -19,8 +19,8 @@ from typing import Any
 
 import pandas as pd
 
+from spark_lag_assign.core.lag import check_reset, lag_columns
 from spark_lag_assign.errors import InputError, KafkaReadError
-from spark_lag_assign.lag import check_reset, lag_columns
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
@@ -145,14 +145,12 @@ def read_group_starting_offsets(
 
     ``distrust(metadata)``: given each commit's metadata, the partitions whose commit must not
     be a starting point (and why); those start by the reset rule, as if nothing was committed."""
-    from spark_lag_assign.offsets import read_partition_offsets
+    from spark_lag_assign.extract.offsets import read_partition_offsets
 
     tps = partitions_of(assign)
     if not tps:
         return {}
-    table = read_partition_offsets(
-        bootstrap_servers, group, tps, client_options=client_options, timeout_ms=timeout_ms
-    )
+    table = read_partition_offsets(bootstrap_servers, group, tps, client_options=client_options, timeout_ms=timeout_ms)
     keys = list(zip(table["topic"], table["partition"].astype(int)))
     committed = dict(zip(keys, (None if pd.isna(c) else int(c) for c in table["committed_offset"])))
     if distrust is not None:

@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 from spark_lag_assign.errors import NotAuthorizedError, PlanError, SparkLagAssignError
 
 if TYPE_CHECKING:
-    from spark_lag_assign.plan import Plan
+    from spark_lag_assign.plan.build import Plan
 
 TopicPartition = tuple[str, int]
 #: a claim's version: (incarnation, seq); what a fence note names
@@ -165,9 +165,7 @@ class ClaimRecord:
             holds = doc["holds"]
             if not isinstance(holds, dict):
                 raise TypeError("holds")
-            parts = frozenset(
-                (str(t), _int(p, "partition")) for t, ps in holds.items() for p in _list(ps, "holds")
-            )
+            parts = frozenset((str(t), _int(p, "partition")) for t, ps in holds.items() for p in _list(ps, "holds"))
             record = cls(
                 consumer=_str(doc["consumer"], "consumer"),
                 incarnation=_str(doc["incarnation"], "incarnation"),
@@ -253,9 +251,7 @@ class Publisher(ABC):
     def __enter__(self) -> Publisher:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
 
@@ -296,9 +292,7 @@ class ClaimWriter(ABC):
     def __enter__(self) -> ClaimWriter:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
 
@@ -360,9 +354,7 @@ class Store(ABC):
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
 

@@ -93,10 +93,10 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from spark_lag_assign.acls import Acl, cluster, not_authorized
 from spark_lag_assign.errors import ConfigError, one_line
-from spark_lag_assign.plan import Plan, check_consumer_ids
-from spark_lag_assign.planformat import check_plan, parse_plan_parts
+from spark_lag_assign.extract.acls import Acl, cluster, not_authorized
+from spark_lag_assign.plan.build import Plan, check_consumer_ids
+from spark_lag_assign.plan.document import check_plan, parse_plan_parts
 from spark_lag_assign.store.base import (
     FENCER,
     ClaimFencedError,
@@ -547,7 +547,9 @@ class _ClaimsView:
         owner = topic[len(self.prefix) :]
         key = record.key.decode("utf-8", "replace") if record.key is not None else None
         if key != owner:  # only the owner may write its topic; a stray key is nobody's claim
-            log.warning("%s: ignoring a record keyed %r at offset %d (the topic holds %s's claims)", topic, key, record.offset, owner)
+            log.warning(
+                "%s: ignoring a record keyed %r at offset %d (the topic holds %s's claims)", topic, key, record.offset, owner
+            )
             return
         if record.value is None:
             self.values.pop(owner, None)
@@ -666,9 +668,11 @@ class KafkaStore(Store):
             return refused
         text = f"{type(exc).__name__} {exc}"
         if "NoBrokersAvailable" in text or "bootstrap" in text.lower():  # never connected: say why
-            from spark_lag_assign.offsets import _diagnose
+            from spark_lag_assign.extract.offsets import _diagnose
 
-            return StoreError(f"store {self.uri}: {doing}: {_diagnose(self.bootstrap_servers, self.client_options, exc, self.timeout_ms)}")
+            return StoreError(
+                f"store {self.uri}: {doing}: {_diagnose(self.bootstrap_servers, self.client_options, exc, self.timeout_ms)}"
+            )
         return StoreError(f"store {self.uri}: {doing}: {one_line(exc)}")
 
     def claims_topic(self, consumer: str) -> str:
@@ -757,7 +761,11 @@ class KafkaStore(Store):
                 ) from None
 
     def _validate(
-        self, admin: Any, topic: str, described: Mapping[str, Any], acl: Callable[[str, str], Acl] = lambda o, t: Acl(o, "Topic", t)
+        self,
+        admin: Any,
+        topic: str,
+        described: Mapping[str, Any],
+        acl: Callable[[str, str], Acl] = lambda o, t: Acl(o, "Topic", t),
     ) -> None:
         from kafka.errors import KafkaError
 
@@ -810,9 +818,7 @@ class KafkaStore(Store):
             ) from None
         return producer
 
-    def _transact(
-        self, producer: Any, transactional_id: str, topic: str, records: list[tuple[str, bytes | None]]
-    ) -> list[int]:
+    def _transact(self, producer: Any, transactional_id: str, topic: str, records: list[tuple[str, bytes | None]]) -> list[int]:
         """Send ``records`` in one transaction and commit; their offsets. Raises the KafkaError
         after aborting what can be aborted."""
         from kafka.errors import KafkaError
@@ -973,7 +979,9 @@ class _KafkaPublisher(Publisher):
         if self._producer is None:
             raise StoreError(f"store {store.uri}: this publisher is closed")
         if self._fenced:
-            raise PublishFencedError(f"store {store.uri}: another planner took the role {self.transactional_id}; nothing was published")
+            raise PublishFencedError(
+                f"store {store.uri}: another planner took the role {self.transactional_id}; nothing was published"
+            )
         generation = plan.get("generation") if isinstance(plan, dict) else None
         if generation != self._next:
             raise ValueError(f"plan generation {generation!r} is not the next generation {self._next} of {store.uri}")
@@ -1028,9 +1036,7 @@ class _KafkaClaimWriter(ClaimWriter):
         self.topic = store.claims_topic(consumer)
         self.incarnation = uuid.uuid4().hex
         self.transactional_id = claim_transactional_id(store.name, consumer)
-        store._ensure_topics(
-            [self.topic], creator=f"the planner creates it when a plan names {consumer}; or create it yourself"
-        )
+        store._ensure_topics([self.topic], creator=f"the planner creates it when a plan names {consumer}; or create it yourself")
         self._producer: Any = store._producer(self.transactional_id, store.claim_transaction_timeout_ms)
         self._fenced = False
         try:

@@ -38,8 +38,8 @@ from types import TracebackType
 from typing import Any
 
 from spark_lag_assign import jvm
-from spark_lag_assign.acls import Acl
 from spark_lag_assign.errors import BrokerError
+from spark_lag_assign.extract.acls import Acl
 from spark_lag_assign.testing.processes import die_with_parent, serve, stop_group
 
 log = logging.getLogger(__name__)
@@ -297,14 +297,12 @@ class LocalKafka:
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
-        from spark_lag_assign.retry import within
+        from spark_lag_assign.extract.retry import within
 
         def probe() -> None:
             assert self._proc is not None
             if self._proc.poll() is not None:  # not retried: it will not come up
-                raise BrokerError(
-                    f"Kafka broker exited with code {self._proc.returncode} while starting; see {self.log_path}"
-                )
+                raise BrokerError(f"Kafka broker exited with code {self._proc.returncode} while starting; see {self.log_path}")
             with socket.create_connection(("127.0.0.1", self.port), timeout=1):
                 pass
             admin = KafkaAdminClient(
@@ -397,9 +395,7 @@ class LocalKafka:
     def __enter__(self) -> LocalKafka:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
 
@@ -460,9 +456,7 @@ def _wait_for_acls(admin: Any, principal: str, wanted: list[Any], timeout: float
         time.sleep(0.05)
 
 
-def create_topic(
-    bootstrap_servers: str, topic: str, partitions: int, *, client_options: Mapping[str, Any] | None = None
-) -> None:
+def create_topic(bootstrap_servers: str, topic: str, partitions: int, *, client_options: Mapping[str, Any] | None = None) -> None:
     """Create a topic (replication 1) and wait until its partitions have leaders."""
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic

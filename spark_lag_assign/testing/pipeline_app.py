@@ -92,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-root", default="file:///tmp/sla-checkpoints")
     p.add_argument("--driver-memory", default="640m")
     p.add_argument("--master", default="local[1]", help="Spark master, e.g. spark://127.0.0.1:7077 (client mode)")
-    p.add_argument("--conf", metavar="K=V", action="append", default=[], help="a Spark setting (repeatable), e.g. spark.cores.max=1")
+    p.add_argument(
+        "--conf", metavar="K=V", action="append", default=[], help="a Spark setting (repeatable), e.g. spark.cores.max=1"
+    )
     p.add_argument("--sigstop-before-claim", action="store_true", help="SIGSTOP the process group before the first claim")
     return p
 
@@ -238,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from spark_lag_assign.consume import PlanFollower
-    from spark_lag_assign.session import local_session
+    from spark_lag_assign.spark.session import local_session
     from spark_lag_assign.store import ClaimFencedError, open_store
 
     conf = dict(kv.split("=", 1) for kv in args.conf)

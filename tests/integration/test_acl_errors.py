@@ -21,7 +21,6 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from spark_lag_assign.acls import Acl
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence
 from spark_lag_assign.consume.options import read_group_starting_offsets
 from spark_lag_assign.errors import (
@@ -30,7 +29,8 @@ from spark_lag_assign.errors import (
     KafkaReadError,
     NotAuthorizedError,
 )
-from spark_lag_assign.offsets import read_offsets
+from spark_lag_assign.extract.acls import Acl
+from spark_lag_assign.extract.offsets import read_offsets
 from spark_lag_assign.store import FencedError, StoreError, open_store
 from spark_lag_assign.store.kafka import TopicLayoutError, claim_transactional_id, planner_transactional_id
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
@@ -127,7 +127,12 @@ def fence_op(c: Case) -> None:
 
 def commit_op(c: Case) -> None:
     committer = FencedGroupCommit(
-        c.kafka.bootstrap_servers, c.commit_group, commit_id(c.name, CONSUMER), CONSUMER, client_options=c.options, timeout_ms=5000
+        c.kafka.bootstrap_servers,
+        c.commit_group,
+        commit_id(c.name, CONSUMER),
+        CONSUMER,
+        client_options=c.options,
+        timeout_ms=5000,
     )
     try:
         committer.open()  # as the handover does before a query's first commit
@@ -164,46 +169,67 @@ OPERATIONS = [
     Operation(
         "open a store, creating its topics",
         lambda c: [*opening(c), topic("CREATE", c.plans)],
-        open_store_op, StoreError, store_topics=False,
+        open_store_op,
+        StoreError,
+        store_topics=False,
     ),
     Operation(
         "publish a plan",  # it creates the claims topics of the consumers it names
         lambda c: [
-            *without_describe(opening(c), c.plans), topic("READ", c.plans), topic("WRITE", c.plans),
+            *without_describe(opening(c), c.plans),
+            topic("READ", c.plans),
+            topic("WRITE", c.plans),
             Acl("WRITE", "TransactionalId", planner_transactional_id(c.name)),
             *(topic(op, c.claims_prefix, "prefixed") for op in ("DESCRIBE", "CREATE", "DESCRIBE_CONFIGS")),
         ],
-        publish_op, StoreError,
+        publish_op,
+        StoreError,
     ),
     Operation(
         "write a claim",  # into its own claims topic, reading everyone's
         lambda c: [
-            *without_describe(opening(c), c.plans), topic("READ", c.plans),
-            topic("READ", c.claims_prefix, "prefixed"), topic("WRITE", c.claims), topic("DESCRIBE_CONFIGS", c.claims),
+            *without_describe(opening(c), c.plans),
+            topic("READ", c.plans),
+            topic("READ", c.claims_prefix, "prefixed"),
+            topic("WRITE", c.claims),
+            topic("DESCRIBE_CONFIGS", c.claims),
             Acl("WRITE", "TransactionalId", claim_transactional_id(c.name, CONSUMER)),
         ],
-        claim_op, StoreError, prepare=publish_as_admin,
+        claim_op,
+        StoreError,
+        prepare=publish_as_admin,
     ),
     Operation(
         "read plans and claims",
         lambda c: [*without_describe(opening(c), c.plans), topic("READ", c.plans), topic("READ", c.claims_prefix, "prefixed")],
-        read_store_op, StoreError, prepare=publish_and_claim_as_admin,
+        read_store_op,
+        StoreError,
+        prepare=publish_and_claim_as_admin,
     ),
-    Operation("fence a commit id", lambda c: [Acl("WRITE", "TransactionalId", commit_id(c.name, CONSUMER))], fence_op, KafkaCommitError),
+    Operation(
+        "fence a commit id", lambda c: [Acl("WRITE", "TransactionalId", commit_id(c.name, CONSUMER))], fence_op, KafkaCommitError
+    ),
     Operation(
         "commit offsets",
-        lambda c: [Acl("WRITE", "TransactionalId", commit_id(c.name, CONSUMER)), Acl("READ", "Group", c.commit_group), topic("READ", c.topic)],
-        commit_op, KafkaCommitError,
+        lambda c: [
+            Acl("WRITE", "TransactionalId", commit_id(c.name, CONSUMER)),
+            Acl("READ", "Group", c.commit_group),
+            topic("READ", c.topic),
+        ],
+        commit_op,
+        KafkaCommitError,
     ),
     Operation(
         "read a pipeline's start offsets",
         lambda c: [Acl("DESCRIBE", "Group", c.group), topic("DESCRIBE", c.topic)],
-        start_offsets_op, KafkaReadError,
+        start_offsets_op,
+        KafkaReadError,
     ),
     Operation(
         "read the group's offsets for a plan",
         lambda c: [Acl("DESCRIBE", "Group", c.group), topic("DESCRIBE", c.topic)],
-        planner_offsets_op, KafkaReadError,
+        planner_offsets_op,
+        KafkaReadError,
     ),
 ]
 
@@ -386,5 +412,8 @@ def test_a_pipeline_whose_query_may_not_read_its_topic_ends_naming_the_acl(
         pipeline.run()
     assert isinstance(caught.value, KafkaReadError)
     assert caught.value.acls == (topic("READ", data_topic),)
-    assert str(caught.value) == f"B reading under generation 1: not authorized: grant READ on Topic:{data_topic} (literal) to this principal"
+    assert (
+        str(caught.value)
+        == f"B reading under generation 1: not authorized: grant READ on Topic:{data_topic} (literal) to this principal"
+    )
     assert "start" in [e.kind for e in pipeline.events]  # it got as far as starting the query

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
-from spark_lag_assign.acls import Acl, role_acls
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence, metadata
 from spark_lag_assign.consume.options import foreign_commits, read_group_starting_offsets
 from spark_lag_assign.errors import NotAuthorizedError
+from spark_lag_assign.extract.acls import Acl
+from spark_lag_assign.roles import role_acls
 from spark_lag_assign.store import ClaimRecord, open_store
 from spark_lag_assign.store.kafka import claim_transactional_id, claims_topic, plans_topic
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce

@@ -75,7 +75,7 @@ def test_the_broker_dies_with_the_process_that_started_it(tmp_path: Path, sig: s
 def test_an_authorizing_broker_allows_a_user_only_what_it_was_granted(kafka_acl: LocalKafka) -> None:
     from kafka import KafkaAdminClient
 
-    from spark_lag_assign.acls import Acl
+    from spark_lag_assign.extract.acls import Acl
     from spark_lag_assign.testing.localkafka import create_topic
 
     topic = f"granted-{time.monotonic_ns()}"

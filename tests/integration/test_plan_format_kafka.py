@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from spark_lag_assign import plan as plan_io
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
 from spark_lag_assign.store.kafka import _digest, consumer_key, encode_plan, plans_topic
 from spark_lag_assign.testing.localkafka import LocalKafka
@@ -21,9 +21,7 @@ SUBS = {"C0": ["t0"], "C1": ["t0"]}
 
 
 def make(generation: int) -> plan_io.Plan:
-    rows = pd.DataFrame(
-        [("C0", "t0", 0, 10, 5), ("C1", "t0", 1, 20, -2)], columns=list(plan_io.PLAN_COLUMNS)
-    )
+    rows = pd.DataFrame([("C0", "t0", 0, 10, 5), ("C1", "t0", 1, 20, -2)], columns=list(plan_io.PLAN_COLUMNS))
     return plan_io.build_plan(rows, SUBS, generation=generation, strategy="range", reset="latest", group="g")
 
 

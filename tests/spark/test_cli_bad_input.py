@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_lag_assign import cli, offsets as offsets_io, plan as plan_io
+from spark_lag_assign import cli
+from spark_lag_assign.extract import offsets as offsets_io
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
 from spark_lag_assign.testing.localkafka import free_port
 from tests.spark.test_cli import SNAPSHOT  # the happy path's snapshot: each bad input varies it
@@ -65,7 +67,9 @@ def conf(*lines: str) -> str:
 def kafka_conf(*lines: str) -> str:
     """A config file for the live group, with ``lines`` added to [kafka]."""
     return (
-        '[kafka]\nbootstrap_servers = "{bootstrap}"\ngroup = "' + LIVE_GROUP + '"\n'
+        '[kafka]\nbootstrap_servers = "{bootstrap}"\ngroup = "'
+        + LIVE_GROUP
+        + '"\n'
         + "".join(f"{line}\n" for line in lines)
         + '[plan]\noutput = "{out}"\nconsumers = ["a", "b"]\n'
     )
@@ -98,92 +102,241 @@ SASL = ("--kafka-option", "security_protocol=SASL_PLAINTEXT", "--kafka-option", 
 
 CASES = [
     # -- the configuration: wrong types in the file, the environment or on the command line
-    pytest.param(Case(("--config", "{file:c.toml}"), '[kafka] timeout_ms: input should be a valid integer, not \'soon\'',
-                      files={"c.toml": kafka_conf('timeout_ms = "soon"')}), id="conf-timeout-soon"),
-    pytest.param(Case(("--config", "{file:c.toml}"), "[plan] seed: input should be a valid integer, not 2.9",
-                      files={"c.toml": conf("seed = 2.9")}), id="conf-seed-float"),
-    pytest.param(Case(("--config", "{file:c.toml}"), "[plan] seed: input should be a valid integer, not True",
-                      files={"c.toml": conf("seed = true")}), id="conf-seed-bool"),
-    pytest.param(Case(("--config", "{file:c.toml}"), "[plan] seed: input should be a valid integer, not '2'",
-                      files={"c.toml": conf('seed = "2"')}), id="conf-seed-string"),
-    pytest.param(Case(("--config", "{file:c.toml}"), "unknown key(s) in [plan]: sead",
-                      files={"c.toml": conf("sead = 2")}), id="conf-unknown-key"),
+    pytest.param(
+        Case(
+            ("--config", "{file:c.toml}"),
+            "[kafka] timeout_ms: input should be a valid integer, not 'soon'",
+            files={"c.toml": kafka_conf('timeout_ms = "soon"')},
+        ),
+        id="conf-timeout-soon",
+    ),
+    pytest.param(
+        Case(
+            ("--config", "{file:c.toml}"),
+            "[plan] seed: input should be a valid integer, not 2.9",
+            files={"c.toml": conf("seed = 2.9")},
+        ),
+        id="conf-seed-float",
+    ),
+    pytest.param(
+        Case(
+            ("--config", "{file:c.toml}"),
+            "[plan] seed: input should be a valid integer, not True",
+            files={"c.toml": conf("seed = true")},
+        ),
+        id="conf-seed-bool",
+    ),
+    pytest.param(
+        Case(
+            ("--config", "{file:c.toml}"),
+            "[plan] seed: input should be a valid integer, not '2'",
+            files={"c.toml": conf('seed = "2"')},
+        ),
+        id="conf-seed-string",
+    ),
+    pytest.param(
+        Case(("--config", "{file:c.toml}"), "unknown key(s) in [plan]: sead", files={"c.toml": conf("sead = 2")}),
+        id="conf-unknown-key",
+    ),
     pytest.param(Case(("--config", "{file:c.toml}"), "not valid TOML", files={"c.toml": "[plan\n"}), id="conf-not-toml"),
-    pytest.param(Case((*SNAP, "--consumers", "a"), "SPARK_LAG_ASSIGN_HISTORY: input should be a valid integer",
-                      env={"SPARK_LAG_ASSIGN_HISTORY": "many"}), id="env-history"),
+    pytest.param(
+        Case(
+            (*SNAP, "--consumers", "a"),
+            "SPARK_LAG_ASSIGN_HISTORY: input should be a valid integer",
+            env={"SPARK_LAG_ASSIGN_HISTORY": "many"},
+        ),
+        id="env-history",
+    ),
     pytest.param(Case((*SNAP, "--consumers", "a", "--seed", "2.9"), "--seed: input should be a valid integer"), id="flag-seed"),
-    pytest.param(Case((*SNAP, "--consumers", "a", "--option", "tolerance=-1"),
-                      "--option tolerance=-1: lag-sticky: tolerance must be a number >= 0, not -1"), id="option-tolerance"),
-    pytest.param(Case((*SNAP, "--consumers", "a", "--option", "max_swaps=abc"),
-                      "lag-sticky: max_swaps must be an integer >= 0, not 'abc'"), id="option-max-swaps"),
-    pytest.param(Case((*SNAP, "--consumers", "a", "--option", "speed=2"), "strategy lag-sticky takes no option speed"),
-                 id="unknown-option"),
-    pytest.param(Case((*SNAP, "--consumers", "a", "--strategy", "best"), "--strategy: unknown strategy 'best'"),
-                 id="unknown-strategy"),
+    pytest.param(
+        Case(
+            (*SNAP, "--consumers", "a", "--option", "tolerance=-1"),
+            "--option tolerance=-1: lag-sticky: tolerance must be a number >= 0, not -1",
+        ),
+        id="option-tolerance",
+    ),
+    pytest.param(
+        Case(
+            (*SNAP, "--consumers", "a", "--option", "max_swaps=abc"), "lag-sticky: max_swaps must be an integer >= 0, not 'abc'"
+        ),
+        id="option-max-swaps",
+    ),
+    pytest.param(
+        Case((*SNAP, "--consumers", "a", "--option", "speed=2"), "strategy lag-sticky takes no option speed"), id="unknown-option"
+    ),
+    pytest.param(
+        Case((*SNAP, "--consumers", "a", "--strategy", "best"), "--strategy: unknown strategy 'best'"), id="unknown-strategy"
+    ),
     # -- the group
     pytest.param(Case((*SNAP, "--consumers", ","), "--consumers: no consumers"), id="zero-consumers"),
     pytest.param(Case((*SNAP, "--consumers", "a,b,a"), "consumer id 'a' is given twice"), id="duplicate-consumer"),
     pytest.param(Case((*SNAP, "--consumers", "a,-b"), "invalid consumer id '-b'"), id="invalid-consumer"),
-    pytest.param(Case((*SNAP, "--subscriptions", "{file:subs.json}"), "consumer id 'a' is given twice",
-                      files={"subs.json": '{"a": ["t0"], "a": ["t1"]}'}), id="subscriptions-duplicate"),
-    pytest.param(Case((*SNAP, "--subscriptions", "{file:subs.json}"), "not valid JSON",
-                      files={"subs.json": '{"a": ['}), id="subscriptions-not-json"),
-    pytest.param(Case((*SNAP, "--subscriptions", "{file:subs.json}"), "consumer 'a' must map to a list of topic names",
-                      files={"subs.json": '{"a": "t0"}'}), id="subscriptions-malformed"),
+    pytest.param(
+        Case(
+            (*SNAP, "--subscriptions", "{file:subs.json}"),
+            "consumer id 'a' is given twice",
+            files={"subs.json": '{"a": ["t0"], "a": ["t1"]}'},
+        ),
+        id="subscriptions-duplicate",
+    ),
+    pytest.param(
+        Case((*SNAP, "--subscriptions", "{file:subs.json}"), "not valid JSON", files={"subs.json": '{"a": ['}),
+        id="subscriptions-not-json",
+    ),
+    pytest.param(
+        Case(
+            (*SNAP, "--subscriptions", "{file:subs.json}"),
+            "consumer 'a' must map to a list of topic names",
+            files={"subs.json": '{"a": "t0"}'},
+        ),
+        id="subscriptions-malformed",
+    ),
     # -- the snapshot
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"), "missing column(s) end_offset",
-                      files={"s.csv": "topic,partition,beginning_offset,committed_offset\nt0,0,0,1\n"}), id="snapshot-column"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
-                      "column end_offset must hold integers", files={"s.csv": HEADER + "t0,0,0,x,1\n"}), id="snapshot-value"),
-    pytest.param(Case(("--offsets", "{file:s.parquet}", "--consumers", "a", "--output", "{out}"),
-                      "not a readable parquet snapshot", files={"s.parquet": "this is not parquet"}), id="snapshot-garbage"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"), "negative beginning_offset -5",
-                      files={"s.csv": HEADER + "t0,0,-5,10,1\n"}), id="snapshot-negative"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
-                      "partition t0-1 appears more than once", files={"s.csv": HEADER + "t0,1,0,10,1\nt0,1,0,10,1\n"}),
-                 id="snapshot-duplicate"),
-    pytest.param(Case(("--offsets", "{tmp}/offsets.xlsx", "--consumers", "a", "--output", "{out}"), "unknown snapshot format"),
-                 id="snapshot-format"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
-                      "column end_offset must hold integers (row 0: inf)", files={"s.csv": HEADER + "t0,0,0,inf,1\n"}),
-                 id="snapshot-inf-end"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
-                      "column committed_offset must hold integers (row 0: inf)", files={"s.csv": HEADER + "t0,0,0,10,inf\n"}),
-                 id="snapshot-inf-committed"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
-                      "end_offset 9223372036854775808 at row 0 is not below 2**63",
-                      files={"s.csv": HEADER + "t0,0,0,9223372036854775808,1\n"}), id="snapshot-offset-2-63"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
-                      "end_offset 18446744073709551615 at row 0 is not below 2**63",
-                      files={"s.csv": HEADER + "t0,0,0,18446744073709551615,1\n"}), id="snapshot-offset-2-64"),
-    pytest.param(Case(("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
-                      "partition 2147483649 at row 0 is not below 2**31", files={"s.csv": HEADER + "t0,2147483649,0,10,1\n"}),
-                 id="snapshot-partition-2-31"),
-    pytest.param(Case(("--offsets", "{tmp}/absent.csv", "--consumers", "a", "--output", "{out}"), "does not exist"),
-                 id="snapshot-absent"),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "missing column(s) end_offset",
+            files={"s.csv": "topic,partition,beginning_offset,committed_offset\nt0,0,0,1\n"},
+        ),
+        id="snapshot-column",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "column end_offset must hold integers",
+            files={"s.csv": HEADER + "t0,0,0,x,1\n"},
+        ),
+        id="snapshot-value",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.parquet}", "--consumers", "a", "--output", "{out}"),
+            "not a readable parquet snapshot",
+            files={"s.parquet": "this is not parquet"},
+        ),
+        id="snapshot-garbage",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "negative beginning_offset -5",
+            files={"s.csv": HEADER + "t0,0,-5,10,1\n"},
+        ),
+        id="snapshot-negative",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "partition t0-1 appears more than once",
+            files={"s.csv": HEADER + "t0,1,0,10,1\nt0,1,0,10,1\n"},
+        ),
+        id="snapshot-duplicate",
+    ),
+    pytest.param(
+        Case(("--offsets", "{tmp}/offsets.xlsx", "--consumers", "a", "--output", "{out}"), "unknown snapshot format"),
+        id="snapshot-format",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "column end_offset must hold integers (row 0: inf)",
+            files={"s.csv": HEADER + "t0,0,0,inf,1\n"},
+        ),
+        id="snapshot-inf-end",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "column committed_offset must hold integers (row 0: inf)",
+            files={"s.csv": HEADER + "t0,0,0,10,inf\n"},
+        ),
+        id="snapshot-inf-committed",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "end_offset 9223372036854775808 at row 0 is not below 2**63",
+            files={"s.csv": HEADER + "t0,0,0,9223372036854775808,1\n"},
+        ),
+        id="snapshot-offset-2-63",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "end_offset 18446744073709551615 at row 0 is not below 2**63",
+            files={"s.csv": HEADER + "t0,0,0,18446744073709551615,1\n"},
+        ),
+        id="snapshot-offset-2-64",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:s.csv}", "--consumers", "a", "--output", "{out}"),
+            "partition 2147483649 at row 0 is not below 2**31",
+            files={"s.csv": HEADER + "t0,2147483649,0,10,1\n"},
+        ),
+        id="snapshot-partition-2-31",
+    ),
+    pytest.param(
+        Case(("--offsets", "{tmp}/absent.csv", "--consumers", "a", "--output", "{out}"), "does not exist"), id="snapshot-absent"
+    ),
     pytest.param(Case((*SNAP, "--consumers", "a", "--topics", "t0,t9"), "not in the snapshot"), id="snapshot-topic"),
     # -- the store
-    pytest.param(Case(("--offsets", "{snap}", "--consumers", "a", "--output", "{file:blocker}"),
-                      "cannot open the generations for writing", files={"blocker": "x"}), id="unwritable-output"),
-    pytest.param(Case((*SNAP, "--consumers", "a"), "generation 2 was taken by another planner", spark=True,
-                      meanwhile=True), id="locked-output"),
-    pytest.param(Case(("--offsets", "{snap}", "--consumers", "a", "--topics", "t0,t9", "--output", "{tmp}/fresh/plans"),
-                      "not in the snapshot", store="{tmp}/fresh"), id="fresh-output-left-absent"),
+    pytest.param(
+        Case(
+            ("--offsets", "{snap}", "--consumers", "a", "--output", "{file:blocker}"),
+            "cannot open the generations for writing",
+            files={"blocker": "x"},
+        ),
+        id="unwritable-output",
+    ),
+    pytest.param(
+        Case((*SNAP, "--consumers", "a"), "generation 2 was taken by another planner", spark=True, meanwhile=True),
+        id="locked-output",
+    ),
+    pytest.param(
+        Case(
+            ("--offsets", "{snap}", "--consumers", "a", "--topics", "t0,t9", "--output", "{tmp}/fresh/plans"),
+            "not in the snapshot",
+            store="{tmp}/fresh",
+        ),
+        id="fresh-output-left-absent",
+    ),
     # -- a plan that drops most of the previous generation's partitions
-    pytest.param(Case(("--offsets", "{file:empty.csv}", "--consumers", "a,b", "--output", "{out}"),
-                      "the new plan drops all 5 partitions of generation 1 (0 planned now); nothing published: "
-                      "if that is meant, run again with --allow-shrink", files={"empty.csv": HEADER}, spark=True),
-                 id="empty-snapshot"),
-    pytest.param(Case((*SNAP, "--consumers", "a,b", "--topics", "t1"), "drops 3 of the 5 partitions of generation 1",
-                      spark=True), id="most-partitions-dropped"),
+    pytest.param(
+        Case(
+            ("--offsets", "{file:empty.csv}", "--consumers", "a,b", "--output", "{out}"),
+            "the new plan drops all 5 partitions of generation 1 (0 planned now); nothing published: "
+            "if that is meant, run again with --allow-shrink",
+            files={"empty.csv": HEADER},
+            spark=True,
+        ),
+        id="empty-snapshot",
+    ),
+    pytest.param(
+        Case((*SNAP, "--consumers", "a,b", "--topics", "t1"), "drops 3 of the 5 partitions of generation 1", spark=True),
+        id="most-partitions-dropped",
+    ),
     # -- the live cluster
     pytest.param(Case(tuple(a.replace("{bootstrap}", "{nowhere}") for a in LIVE), "cannot reach Kafka"), id="unreachable"),
-    pytest.param(Case(tuple(a.replace("{bootstrap}", "{sasl}") for a in LIVE) + SASL, "authentication failed", broker=True),
-                 id="auth-refused", marks=pytest.mark.broker),
-    pytest.param(Case(tuple(a.replace(LIVE_GROUP, "nobody-home") for a in LIVE), "unknown consumer group 'nobody-home'",
-                      broker=True), id="unknown-group", marks=pytest.mark.broker),
-    pytest.param(Case(tuple(a.replace(LIVE_TOPIC, f"{LIVE_TOPIC},missing") for a in LIVE),
-                      "topic(s) not found in the cluster: missing", broker=True), id="missing-topic", marks=pytest.mark.broker),
+    pytest.param(
+        Case(tuple(a.replace("{bootstrap}", "{sasl}") for a in LIVE) + SASL, "authentication failed", broker=True),
+        id="auth-refused",
+        marks=pytest.mark.broker,
+    ),
+    pytest.param(
+        Case(tuple(a.replace(LIVE_GROUP, "nobody-home") for a in LIVE), "unknown consumer group 'nobody-home'", broker=True),
+        id="unknown-group",
+        marks=pytest.mark.broker,
+    ),
+    pytest.param(
+        Case(
+            tuple(a.replace(LIVE_TOPIC, f"{LIVE_TOPIC},missing") for a in LIVE),
+            "topic(s) not found in the cluster: missing",
+            broker=True,
+        ),
+        id="missing-topic",
+        marks=pytest.mark.broker,
+    ),
 ]
 for i, p in enumerate(CASES):  # the spark cases carry the marker the spark fixture would add
     if p.values[0].spark:
@@ -278,8 +431,12 @@ def test_allow_shrink_publishes_what_the_guard_refused(  # type: ignore[no-untyp
     config = tmp_path / "c.toml"
     config.write_text(f'[plan]\noffsets = "{only_t1}"\nconsumers = ["a"]\noutput = "{out}"\nallow_shrink = true\n')
     full = offsets_io.write_snapshot(SNAPSHOT, tmp_path / "full.csv")
-    assert cli.main(["plan", "--offsets", str(full), "--consumers", "a", "--output", str(out)],
-                    session_factory=lambda conf, master: spark) == 0
+    assert (
+        cli.main(
+            ["plan", "--offsets", str(full), "--consumers", "a", "--output", str(out)], session_factory=lambda conf, master: spark
+        )
+        == 0
+    )
     caplog.clear()
     assert cli.main(["plan", "--config", str(config)], session_factory=lambda conf, master: spark) == 0
     assert plan_io.read_plan(out)["generation"] == 4

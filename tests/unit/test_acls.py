@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from kafka import errors as kerrors
 
-from spark_lag_assign.acls import Acl, cluster, not_authorized, refusal, refused_resource
 from spark_lag_assign.errors import CommitNotAuthorizedError, KafkaCommitError, NotAuthorizedError
+from spark_lag_assign.extract.acls import Acl, cluster, not_authorized, refusal, refused_resource
 
 TXN = Acl("WRITE", "TransactionalId", "spark-lag-assign.orders.commit.A")
 GROUP = Acl("READ", "Group", "orders")
@@ -30,7 +30,10 @@ OTHER_TOPIC = Acl("READ", "Topic", "orders")
         (kerrors.KafkaError("Cannot execute transactional method: TransactionalIdAuthorizationFailedError"), "TransactionalId"),
         (kerrors.KafkaError("Unexpected error in TxnOffsetCommitResponse: [Error 29] TopicAuthorizationFailedError"), "Topic"),
         # Spark's Kafka source fails a query with the Java client's error in its text
-        (Exception("org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [orders]"), "Topic"),
+        (
+            Exception("org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [orders]"),
+            "Topic",
+        ),
         (kerrors.ProducerFencedError(), None),
         (kerrors.KafkaTimeoutError("commit_transaction did not complete within 5000 ms"), None),
         (kerrors.SaslAuthenticationFailedError(), None),  # a refused login is authentication, not an ACL
@@ -124,7 +127,7 @@ def test_an_acl_becomes_kafka_pythons_acl_for_create_acls() -> None:
 
 
 def test_each_role_lists_only_its_own_resources() -> None:
-    from spark_lag_assign.acls import role_acls
+    from spark_lag_assign.roles import role_acls
 
     pipe_a = role_acls("pipeline", "orders", consumer="a", group="g", topics=["orders"], fencing="service")
     names = {(x.operation, x.resource, x.name, x.pattern) for x in pipe_a}
@@ -147,7 +150,7 @@ def test_each_role_lists_only_its_own_resources() -> None:
 
 
 def test_kafka_acls_lines_group_operations_per_resource() -> None:
-    from spark_lag_assign.acls import kafka_acls_lines
+    from spark_lag_assign.roles import kafka_acls_lines
 
     lines = kafka_acls_lines(
         [Acl("READ", "Topic", "o.plans"), Acl("DESCRIBE_CONFIGS", "Topic", "o.plans"), Acl("WRITE", "TransactionalId", "p.", "prefixed")],

@@ -13,10 +13,10 @@ from kafka.errors import (
     NotLeaderForPartitionError,
 )
 
-from spark_lag_assign import offsets, retry
-from spark_lag_assign.acls import Acl
 from spark_lag_assign.errors import KafkaReadError, ReadNotAuthorizedError
-from spark_lag_assign.retry import kafka_retriable, until
+from spark_lag_assign.extract import offsets, retry
+from spark_lag_assign.extract.acls import Acl
+from spark_lag_assign.extract.retry import kafka_retriable, until
 
 
 class FakeTime:

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
-from spark_lag_assign.acls import Acl, not_authorized, refusal
-from spark_lag_assign.atomic import write_atomically
+from spark_lag_assign.core.lag import OFFSET_COLUMNS, validate_offsets
 from spark_lag_assign.errors import InputError, KafkaReadError, ReadNotAuthorizedError, one_line as _one_line
-from spark_lag_assign.lag import OFFSET_COLUMNS, validate_offsets
+from spark_lag_assign.extract.acls import Acl, not_authorized, refusal
+from spark_lag_assign.extract.atomic import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def _retrying(what: str, call: Callable[[], T], deadline: float, needed: Iterabl
     (never retried: kafka-python does not call it retriable) names the ACL of ``needed``."""
     from kafka.errors import KafkaError
 
-    from spark_lag_assign.retry import kafka_retriable, until
+    from spark_lag_assign.extract.retry import kafka_retriable, until
 
     try:
         return until(deadline, kafka_retriable, what=what, logger=log)(call)
@@ -131,7 +131,11 @@ def _described(admin: Any, topics: Sequence[str], deadline: float) -> list[dict[
     from kafka.errors import for_code
 
     described: list[dict[str, Any]] = _retrying(
-        "describing topics", lambda: admin.describe_topics(list(topics)), deadline, [Acl("DESCRIBE", "Topic", t) for t in topics], admin
+        "describing topics",
+        lambda: admin.describe_topics(list(topics)),
+        deadline,
+        [Acl("DESCRIBE", "Topic", t) for t in topics],
+        admin,
     )
     for entry in described:
         name = entry.get("name") or entry.get("topic")
@@ -161,9 +165,7 @@ def resolve_topics(all_topics: Sequence[str], topics: Sequence[str] | None, patt
     raise InputError("name the topics to plan (topics) or a topic pattern (topic_pattern)")
 
 
-def _offsets_table(
-    admin: Any, group: str, tps: Sequence[Any], committed: Mapping[Any, Any], deadline: float
-) -> pd.DataFrame:
+def _offsets_table(admin: Any, group: str, tps: Sequence[Any], committed: Mapping[Any, Any], deadline: float) -> pd.DataFrame:
     """The offsets table of ``tps``: beginning and end read now, ``committed`` as given."""
     from kafka.admin import OffsetSpec
 
@@ -215,7 +217,11 @@ def read_offsets(
         chosen = resolve_topics(listed, topics, topic_pattern)
         described = _described(admin, chosen, deadline)
         tps = sorted(
-            (TopicPartition(t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"]))
+            (
+                TopicPartition(
+                    t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"]
+                )
+            )
             for t in described
             for p in t["partitions"]
         )

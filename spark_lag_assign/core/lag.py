@@ -22,8 +22,8 @@ from typing import Final
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.limits import INT64_LIMIT, PARTITION_LIMIT
 
 RESETS: Final = ("earliest", "latest", "none")
 EARLIEST: Final = -2  # Spark's startingOffsets marker for "earliest"
@@ -39,9 +39,7 @@ def check_reset(reset: str) -> str:
     return reset
 
 
-def lag_columns(
-    beginning: pd.Series, end: pd.Series, committed: pd.Series, reset: str = "latest"
-) -> pd.DataFrame:
+def lag_columns(beginning: pd.Series, end: pd.Series, committed: pd.Series, reset: str = "latest") -> pd.DataFrame:
     """The lag-rule columns for aligned offset Series; ``committed`` is null where nothing is committed."""
     check_reset(reset)
     b = beginning.to_numpy(dtype=np.int64)
@@ -83,7 +81,9 @@ def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataF
     for col in OFFSET_COLUMNS[1:]:
         values = pd.to_numeric(out[col], errors="coerce")
         finite = np.isfinite(values.to_numpy(dtype=np.float64, na_value=np.nan))
-        bad = (values.isna() & (out[col].notna() | (col != "committed_offset"))).to_numpy() | (values.notna().to_numpy() & ~finite)
+        bad = (values.isna() & (out[col].notna() | (col != "committed_offset"))).to_numpy() | (
+            values.notna().to_numpy() & ~finite
+        )
         whole = np.isnan(values.to_numpy(dtype=np.float64, na_value=np.nan)) | ~finite | (values == np.floor(values)).to_numpy()
         if bad.any() or not whole.all():
             row = int(np.argmax(bad)) if bad.any() else int(np.argmax(~whole))
@@ -91,7 +91,11 @@ def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataF
         if (values < 0).any():
             row = int(np.argmax((values < 0).to_numpy()))
             raise InputError(f"{source}: negative {col} {out[col].iloc[row]} at row {row}")
-        limit, kind = (PARTITION_LIMIT, "2**31 (partitions are int32)") if col == "partition" else (INT64_LIMIT, "2**63 (offsets are int64)")
+        limit, kind = (
+            (PARTITION_LIMIT, "2**31 (partitions are int32)")
+            if col == "partition"
+            else (INT64_LIMIT, "2**63 (offsets are int64)")
+        )
         # compared before the cast to int64, which would wrap a uint64 or round a float
         if values.dtype == np.uint64:
             over = (values >= np.uint64(limit)).to_numpy()
