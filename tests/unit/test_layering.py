@@ -306,3 +306,59 @@ def test_the_package_runs_as_a_module() -> None:
     done = subprocess.run([sys.executable, "-m", "spark_lag_assign", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("spark-lag-assign "), done.stderr
 
+
+#: The layers, lowest first. A module may import its own layer and the ones below it, never
+#: one above: the data goes down once and comes back once. The package root (lazy public
+#: names) and ``__main__`` sit on top of everything.
+LAYERS = [
+    ["errors", "jvm"],
+    ["core"],
+    ["plan"],
+    ["assignors"],
+    ["extract"],
+    ["store"],
+    ["config"],
+    ["spark"],
+    ["consume"],
+    ["group"],
+    ["roles"],
+    ["cli"],
+    ["testing"],
+]
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "spark_lag_assign" or len(parts) < 2:
+        return None
+    return next((i for i, names in enumerate(LAYERS) if parts[1] in names), None)
+
+
+def upward_imports(module: str, found: list[tuple[str, str, int]]) -> list[str]:
+    """The imports of ``module`` that climb to a higher layer."""
+    own = _layer(module)
+    return sorted(
+        {
+            f"{module}:{line} imports {name}"
+            for _, name, line in found
+            if own is not None and (target := _layer(name)) is not None and target > own
+        }
+    )
+
+
+def test_every_module_has_a_layer() -> None:
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")} - {"spark_lag_assign", "spark_lag_assign.__main__"}
+    assert sorted(m for m in modules if _layer(m) is None) == [], "put the new package in LAYERS"
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    modules = sorted({_module_name(p) for p in PACKAGE.rglob("*.py")} - {"spark_lag_assign", "spark_lag_assign.__main__"})
+    assert [o for m in modules for o in upward_imports(m, _imports_of(m))] == []
+
+
+def test_an_upward_import_is_found_even_inside_a_function() -> None:
+    source = "from spark_lag_assign.errors import InputError\ndef plan():\n    from spark_lag_assign.spark import job\n"
+    assert upward_imports("spark_lag_assign.core.lag", imports(source, "spark_lag_assign.core.lag")) == [
+        "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark",
+        "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark.job",
+    ]
