@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_lag_assign import plan as plan_io
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
 from tests.compat import plans
 
