@@ -88,13 +88,15 @@ StartQuery = Callable[[AssignedStream, str], "StreamingQuery"]
 
 @dataclass(frozen=True)
 class FollowerEvent:
-    """What a follower did and when (``time.monotonic()``), for logs and tests."""
+    """What a follower did and when (``time.monotonic()``), for logs and tests. A claim's
+    ``began`` is when its write was sent (the same clock): its lease counts from there."""
 
     at: float
     kind: str  # claim | start | stop | fence | plan | left | drained | stopped | idle | fenced | ...
     generation: int
     assign: dict[str, list[int]]
     detail: str = ""
+    began: float | None = None
 
 
 @dataclass
@@ -358,14 +360,16 @@ class PlanFollower:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
                 self._failure = error
 
-    def _event(self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None) -> None:
+    def _event(
+        self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None, began: float | None = None
+    ) -> None:
         """Record an event; by default under the plan generation seen and what is being read."""
         core = self._core
         if holds is None:
             holds = core.reading.holds if core is not None and core.reading is not None else frozenset()
         if generation is None:
             generation = core.plan_generation if core is not None else 0
-        self.events.append(FollowerEvent(time.monotonic(), kind, generation, _assign_of(holds), detail))
+        self.events.append(FollowerEvent(time.monotonic(), kind, generation, _assign_of(holds), detail, began))
 
     def _saw_plan(self, plan: plan_io.Plan) -> None:
         assert self._core is not None
@@ -386,7 +390,7 @@ class PlanFollower:
         return out
 
     def _write(self, core: Handover, writer: Any, action: Write) -> None:
-        sent = self.clock()
+        sent, began = self.clock(), time.monotonic()
         try:
             record = writer.write(
                 action.generation, action.holds, self.lease, action.state, self._committed_json(), dict(action.fences)
@@ -400,7 +404,7 @@ class PlanFollower:
             core.write_failed(fenced=False, now=self.clock())
             return
         core.wrote(record, sent)
-        self._event("claim", action.state, action.generation, action.holds)
+        self._event("claim", action.state, action.generation, action.holds, began)
 
     def _read_claims(self, core: Handover) -> None:
         began = self.clock()
