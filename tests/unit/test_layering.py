@@ -65,6 +65,7 @@ PURE = [
     "spark_lag_assign.group.memberdata",
     "spark_lag_assign.group.simulate",
     "spark_lag_assign.testing",  # a docstring: importing the package runs nothing
+    "spark_lag_assign.testing.offsets_log",
     "spark_lag_assign.testing.workloads",
 ]
 
