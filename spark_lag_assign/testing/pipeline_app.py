@@ -17,7 +17,9 @@ of two ways (``--sink``):
   once; the offsets are committed afterwards by the follower's progress listener
   (``ProgressCommitter`` -> ``FencedGroupCommit``), as a sink that is not Kafka (files, a
   database) would have it. Whatever a replaced pipeline writes stays visible: duplicates
-  show, and their bound is tested.
+  show, and their bound is tested. Like a file sink (``jobs/example_pipeline.py``'s Parquet)
+  it never asks whether the lease is valid: stopping a query whose lease lapsed is the
+  follower's to do, and the proof checks that it does.
 
 Every record's value is JSON::
 
@@ -156,15 +158,15 @@ class BatchSink:
         """SIGUSR1: pause before the next commit of a batch that read records."""
         self._pause.set()
 
-    def pause_here(self, why: str) -> None:
-        """SIGSTOP the whole process group (driver and JVM) here, once per ``arm()``."""
+    def pause_here(self, why: str) -> bool:
+        """SIGSTOP the whole process group (driver and JVM) here, once per ``arm()``; True
+        once it has been resumed."""
         if not self._pause.is_set():
-            return
+            return False
         self._pause.clear()
         self.pauses += 1
-        _emit("SIGSTOP", {"consumer": self.args.consumer, "wall": time.time(), "why": why})
-        os.killpg(os.getpgid(0), signal.SIGSTOP)
-        _emit("SIGCONT", {"consumer": self.args.consumer, "wall": time.time()})
+        _stop_group(self.args.consumer, why)
+        return True
 
     def start(self, stream: Any, checkpoint: str) -> Any:
         incarnation = checkpoint.rstrip("/").rsplit("-", 1)[-1]
@@ -303,8 +305,11 @@ def pause_listener(sink: BatchSink) -> Any:
 
         def onQueryProgress(self, event: Any) -> None:
             progress = event.progress
-            if progress.numInputRows > 0:
-                sink.pause_here(f"before the commit of batch {progress.batchId}")
+            if progress.numInputRows > 0 and sink.pause_here(f"before the commit of batch {progress.batchId}"):
+                # resumed: this thread commits the batch at once, as the follower's listener
+                # (next in line, on this thread) would; the follower's own loop, resumed at the
+                # same moment, may otherwise stop the query before that listener gets to it
+                sink.follower.committer.record(str(progress.id), [s.endOffset for s in progress.sources])
 
         def onQueryIdle(self, event: Any) -> None:
             pass
@@ -315,15 +320,27 @@ def pause_listener(sink: BatchSink) -> Any:
     return _PauseListener()
 
 
+#: set by the SIGCONT handler (``main``): the process group was resumed
+_CONTINUED = threading.Event()
+
+
+def _stop_group(consumer: str, why: str) -> None:
+    """SIGSTOP this process's whole group (driver and JVM); returns once it was resumed.
+    The stop may reach this thread only after ``killpg`` returned, so it waits for SIGCONT."""
+    _CONTINUED.clear()
+    _emit("SIGSTOP", {"consumer": consumer, "wall": time.time(), "why": why})
+    os.killpg(os.getpgid(0), signal.SIGSTOP)
+    _CONTINUED.wait(3600)
+    _emit("SIGCONT", {"consumer": consumer, "wall": time.time()})
+
+
 def _stop_before_claim(store: Any) -> None:
     """Make the first ``claim_writer`` call SIGSTOP the whole process group first."""
     original = store.claim_writer
 
     def claim_writer(consumer: str) -> Any:
         store.claim_writer = original
-        _emit("SIGSTOP", {"consumer": consumer, "wall": time.time(), "why": "before the first claim"})
-        os.killpg(os.getpgid(0), signal.SIGSTOP)
-        _emit("SIGCONT", {"consumer": consumer, "wall": time.time()})
+        _stop_group(consumer, "before the first claim")
         return original(consumer)
 
     store.claim_writer = claim_writer
@@ -370,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     spark.sparkContext.setLogLevel("WARN")
     store = open_store(args.store)
+    signal.signal(signal.SIGCONT, lambda *_: _CONTINUED.set())
     if args.sigstop_before_claim:
         _stop_before_claim(store)
     sink = BatchSink(args)
