@@ -176,6 +176,7 @@ class PlanFollower:
         self.events: list[FollowerEvent] = []
         self._stopping = threading.Event()
         self._refused = threading.Event()
+        self._lapse_stopped: set[str] = set()  # run ids of the queries the lease guard stopped (``_guard``)
         self._query: StreamingQuery | None = None
         self._core: Handover | None = None
         self._plans: dict[int, plan_io.Plan] = {}
@@ -269,9 +270,13 @@ class PlanFollower:
         self._saw_plan(plan)
         listener = commit_listener(self.committer)
         self.spark.streams.addListener(listener)
+        done = threading.Event()
+        guard = threading.Thread(target=self._guard, args=(core, done), name=f"lease-guard-{self.consumer}", daemon=True)
+        guard.start()
         try:
             outcome = self._loop(core, writer)
         finally:
+            done.set()
             self.spark.streams.removeListener(listener)
             if self._query is not None:  # an error left it running: never read without a lease
                 self._query.stop()
@@ -349,6 +354,9 @@ class PlanFollower:
         if self._commit is not None and core.commits is not None and self._commit.lost:
             core.commits_lost()  # a failure closed the producer: the handover reopens it, never the committer
         query = self._query
+        if query is not None and core.reading is not None and str(query.runId) in self._lapse_stopped:
+            core.lease_lapsed = True  # the guard stopped it: a lapse (a renewal that returned since revives nothing)
+            return
         if query is not None and core.reading is not None and not core.commit_refused and not query.isActive:
             error = query.exception()  # a refused write_batch ends the query too: that is no failure
             if not core.query_ended(error is not None, self.clock()):
@@ -359,6 +367,22 @@ class PlanFollower:
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
                 self._failure = error
+
+    def _guard(self, core: Handover, done: threading.Event) -> None:
+        """Stop the query once its lease lapsed, even while the loop is blocked in a store or
+        Kafka call (a claim write waits out a broker outage: kafka-python's commit_transaction
+        has no bound). The loop stops a lapsed query at its first step, but its first step comes
+        only when that call returns, and meanwhile the query would complete batch after batch.
+        The loop learns of it in ``_observe`` and stops as after any lapse."""
+        while not done.wait(0.1):
+            query = self._query
+            if query is None or core.reading is None or self.clock() < core.deadline():
+                continue
+            run = str(query.runId)  # a query restarted on its checkpoint keeps its id, not its run id
+            if run not in self._lapse_stopped and query.isActive:
+                log.warning("%s: the lease lapsed while the loop waited: stopping the query", self.consumer)
+                self._lapse_stopped.add(run)
+                query.stop()
 
     def _event(
         self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None, began: float | None = None
