@@ -120,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--driver-memory", default="640m")
     p.add_argument("--master", default="local[1]", help="Spark master, e.g. spark://127.0.0.1:7077 (client mode)")
     p.add_argument("--conf", metavar="K=V", action="append", default=[], help="a Spark setting (repeatable), e.g. spark.cores.max=1")
+    p.add_argument(
+        "--claim-transaction-timeout-ms", type=int, default=None,
+        help="kafka:// store: the claim writer's transaction timeout (the store's default if not given)",
+    )  # fmt: skip
     p.add_argument("--sigstop-before-claim", action="store_true", help="SIGSTOP the process group before the first claim")
     p.add_argument(
         "--pause-on-usr1", action="store_true",
@@ -386,7 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
     )
     spark.sparkContext.setLogLevel("WARN")
-    store = open_store(args.store)
+    settings = {} if args.claim_transaction_timeout_ms is None else {"claim_transaction_timeout_ms": args.claim_transaction_timeout_ms}
+    store = open_store(args.store, **settings)
     signal.signal(signal.SIGCONT, lambda *_: _CONTINUED.set())
     if args.sigstop_before_claim:
         _stop_before_claim(store)

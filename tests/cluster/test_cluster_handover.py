@@ -56,6 +56,7 @@ from spark_lag_assign.testing.minihdfs import MiniHDFS
 from spark_lag_assign.testing.namespaces import NamespacedProcess, require_namespaces
 from spark_lag_assign.testing.standalone import StandaloneCluster
 from tests.integration.test_handover_processes import (
+    CLAIM_TRANSACTION_TIMEOUT_MS,
     SINKS,
     CommitSampler,
     MarkerWatch,
@@ -186,6 +187,8 @@ class ClusterScenario(ProcessScenario):
             "--max-offsets-per-trigger", str(MAX_PER_TRIGGER), "--trigger", "1 second",
             "--checkpoint-root", self.checkpoints, *extra,
         ]  # fmt: skip
+        if self.kind == "kafka":  # longer than the staged broker outage (CLAIM_TRANSACTION_TIMEOUT_MS says why)
+            argv += ["--claim-transaction-timeout-ms", str(CLAIM_TRANSACTION_TIMEOUT_MS)]
         proc = NamespacedProcess(f"pipeline-{consumer}-{run}", argv, self.logs / f"pipeline-{consumer}-{run}.log", env=self.env).start()
         self.started(consumer, proc)
         self.note(f"started pipeline {consumer} (run {run}, pid {proc.pid}, {SINKS[consumer]} sink) {' '.join(extra)}")
