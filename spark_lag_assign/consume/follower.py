@@ -12,6 +12,8 @@ them against the real world (the store, Kafka, Spark) and reports what happened.
 ``now`` is always this process's monotonic clock, so a pause of the whole process (a GC
 pause, SIGSTOP, a slow node) shows up as time that passed: on resuming, the first thing
 the loop does is notice that its lease has lapsed and stop the query without committing.
+A call the loop waits in (a claim write waits out a broker outage) delays that first
+step, so a lease guard thread stops the query at the lapse itself (``_guard``).
 """
 
 from __future__ import annotations
