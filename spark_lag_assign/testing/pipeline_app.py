@@ -809,6 +809,25 @@ class Duplicates:
     per_boundary: dict[tuple[TopicPartition, tuple[str, str, int]], int] = field(default_factory=dict)  # (tp, later stint): records
     batches_again: dict[tuple[TopicPartition, tuple[str, str, int]], int] = field(default_factory=dict)  # (tp, earlier stint): batches
     bound: int = 0  # the most records the allowances let later readers read again
+    reruns: int = 0  # records read again because a restart on the same checkpoint re-ran their batch (``rerun``)
+
+
+def rerun(earlier: SinkRecord, later: SinkRecord) -> bool:
+    """``later`` comes from a query restarted on ``earlier``'s checkpoint (same consumer,
+    incarnation and generation, ``+N``) re-running ``earlier``'s batch under its batch id.
+
+    After a lapse the follower restarts a query of the same generation on its checkpoint,
+    and Spark resumes from what its checkpoint recorded, not from the group's commit: a
+    batch that was written (and, through ``write_batch``, committed) before the stop
+    interrupted Spark's own bookkeeping is run again. Such a copy is counted in the bound
+    (one batch) but not judged by D, which speaks of where a new query starts."""
+    return (
+        later.consumer == earlier.consumer
+        and later.generation == earlier.generation
+        and later.incarnation.split("+")[0] == earlier.incarnation.split("+")[0]
+        and later.incarnation != earlier.incarnation
+        and later.batch_id == earlier.batch_id
+    )
 
 
 def duplicates(
@@ -828,7 +847,8 @@ def duplicates(
     - D: the earlier stint read that offset at or past its last accepted commit: no commit of
       the earlier reader's consumer and generation that the broker accepted (``commits``, the
       ``__consumer_offsets`` log) before the later stint began reading the partition lies
-      beyond the offset;
+      beyond the offset; unless the later stint is a restart on the earlier's checkpoint
+      that re-ran the same batch (``rerun``, counted in ``reruns``);
     - the offsets that later stints read again of one earlier stint come from at most
       ``allowance[stint]`` of its batches (default one, ``reread_allowance``), hence number at
       most that many times ``max_per_batch`` (the source's ``maxOffsetsPerTrigger``).
@@ -844,7 +864,7 @@ def duplicates(
     for r in records:
         by_tp[r.tp].append(r)
     violations: list[str] = []
-    total = dup_offsets = boundaries = handovers = bound = 0
+    total = dup_offsets = boundaries = handovers = bound = reruns = 0
     per_boundary: dict[tuple[TopicPartition, tuple[str, str, int]], int] = {}
     batches_again: dict[tuple[TopicPartition, tuple[str, str, int]], int] = {}
     for tp, rs in sorted(by_tp.items()):
@@ -876,6 +896,9 @@ def duplicates(
                 again[later.stint] += 1
                 reread[earlier.stint] += 1
                 sources[earlier.stint].add(earlier.batch_id)
+                if rerun(earlier, later):
+                    reruns += 1
+                    continue  # Spark re-ran the batch its checkpoint had not recorded: not D's to judge
                 began = first_start[later.stint]
                 behind = [o for at, o in accepted.get((earlier.consumer, earlier.generation, tp), []) if at < began and o > offset]
                 if behind:
@@ -896,7 +919,7 @@ def duplicates(
                 violations.append(
                     f"{name}: {reread[stint]} offsets of {stint} read again, more than {most} batch(es) ({most * max_per_batch})"
                 )
-    return Duplicates(total, dup_offsets, boundaries, handovers, violations, per_boundary, batches_again, bound)
+    return Duplicates(total, dup_offsets, boundaries, handovers, violations, per_boundary, batches_again, bound, reruns)
 
 
 # -- the broker's record of every commit (``spark_lag_assign.testing.offsets_log``) --------------

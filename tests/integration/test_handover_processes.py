@@ -558,8 +558,8 @@ class Verdict:
             f"overlapping batch pairs {len(self.overlapping)}; batches completed after a lapse "
             f"{sum(len(v) for v in self.late.values())} over {len(lapsed)} lapses",
             f"  duplicates {d.records} records ({d.offsets} offsets) vs bound {d.bound} ({MAX_PER_TRIGGER} per allowed batch) "
-            f"over {d.handovers} handovers / {d.boundaries} reader changes; batches read again per earlier query: "
-            f"{sorted(set(d.batches_again.values()))}",
+            f"over {d.handovers} handovers / {d.boundaries} reader changes, {d.reruns} of them re-run on a checkpoint; "
+            f"batches read again per earlier query: {sorted(set(d.batches_again.values()))}",
             f"  commits in the broker's log {len(self.commits)}: backwards {len(self.backwards)}, unknown {len(self.unknown)}, "
             f"stale {len(self.stale)}, after a fence {len(self.after_fence)}; sampled backwards {len(self.sampled_backwards)}",
             *self.notes,

@@ -28,6 +28,7 @@ from spark_lag_assign.testing.pipeline_app import (
     parse_record,
     queries_of,
     reread_allowance,
+    rerun,
     stale_commits,
     unknown_commits,
 )
@@ -370,3 +371,23 @@ def test_a_replaced_querys_commit_is_stale_and_one_after_its_fence_is_caught() -
 def test_a_commit_no_query_made_is_stale(who: tuple[str, int]) -> None:
     found = stale_commits([commit(1, 5, who[0], who[1], at=3.0)], [q("A-1", 0.0, 7.0)])
     assert len(found) == 1 and "comes from no query" in found[0]
+
+
+def test_a_restart_on_the_checkpoint_re_running_a_committed_batch_is_counted_not_judged_by_d() -> None:
+    # C's batch 7 was written and committed (write_batch) just before a lapse stopped the
+    # query, whose checkpoint had not recorded it: the restart C/c+1 runs batch 7 again
+    records = rec("C", "c", 4, 6, 0.0, range(5)) + rec("C", "c", 4, 7, 1.0, range(5, 10)) + rec("C", "c+1", 4, 7, 9.0, range(5, 12))
+    accepted = [commit(1, 5, "C", 4, at=0.8), commit(2, 10, "C", 4, at=1.8)]
+    d = duplicates(records, 10, commits=accepted)
+    assert (d.records, d.reruns, d.violations) == (5, 5, [])
+    assert rerun(records[5], records[10]) and not rerun(records[5], records[0])
+
+
+def test_a_restart_that_reads_from_elsewhere_is_judged_by_d() -> None:
+    # the same restart, but its batch 0 re-reads what C had committed: not a re-run of batch 7
+    records = rec("C", "c", 4, 7, 1.0, range(5, 10)) + rec("C", "c+1", 4, 0, 9.0, range(5, 12))
+    d = duplicates(records, 10, commits=[commit(2, 10, "C", 4, at=1.8)])
+    assert d.reruns == 0 and len(d.violations) == 5
+    # nor is another consumer's batch of the same number, or another generation's
+    other = rec("B", "c+1", 4, 7, 9.0, range(5, 12)) + rec("C", "c+1", 5, 7, 9.0, range(5, 12))
+    assert not rerun(records[0], other[0]) and not rerun(records[0], other[7])
