@@ -9,7 +9,7 @@ MVN    ?= mvn
 JVM    := .jvm
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo lint test test-protocol test-thorough test-cluster test-unit bench bench-speed bench-quick broker dist clean
+.PHONY: help setup venv jvm demo lint test test-protocol test-mutation test-thorough test-cluster test-unit bench bench-speed bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ test: setup lint ## the gates, then every test: pure, Spark, against a real loca
 
 test-protocol: venv ## the handover protocol's state machine under hypothesis' thorough profile (~100k steps)
 	$(PY) -m pytest -q tests/unit/test_handover_model.py tests/unit/test_handover_scenarios.py --hypothesis-profile=unit-thorough
+
+test-mutation: venv ## mutation score of the handover's decision code against the protocol tests of `make test` (an hour or more; out/mutation/report.md)
+	$(PY) -m tests.mutation.run
 
 test-thorough: venv ## the pure suite with every hypothesis property at 10,000 examples (bug hunting; long, not in CI)
 	$(PY) -m pytest -m "not spark and not broker and not hdfs and not jvm" --hypothesis-profile=thorough

@@ -28,7 +28,7 @@ ALREADY_CONSUMED = 1_000  # the group committed this far on every partition
 
 
 def run_planner(bootstrap: str, output: Path) -> None:
-    from spark_lag_assign.session import submit_command, submit_env
+    from spark_lag_assign.spark.session import submit_command, submit_env
 
     cmd = submit_command(
         REPO / "jobs" / "plan_assignments.py",
@@ -41,7 +41,7 @@ def run_planner(bootstrap: str, output: Path) -> None:
 
 
 def run_pipelines(bootstrap: str, output: Path) -> None:
-    from spark_lag_assign.session import submit_command, submit_env
+    from spark_lag_assign.spark.session import submit_command, submit_env
 
     cmd = submit_command(
         REPO / "jobs" / "example_pipeline.py",
@@ -59,7 +59,7 @@ def run_pipelines(bootstrap: str, output: Path) -> None:
 
 
 def show_lag(bootstrap: str) -> bool:
-    from spark_lag_assign.offsets import read_offsets
+    from spark_lag_assign.extract.offsets import read_offsets
 
     offsets = read_offsets(bootstrap, "demo", topics=["t0"])
     drained = bool((offsets["committed_offset"] == offsets["end_offset"]).all())

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from spark_lag_assign.consume import AssignedStream, PlanFollower, RunSummary, StartQuery
+from spark_lag_assign.core.lists import comma_list
 from spark_lag_assign.errors import SparkLagAssignError
-from spark_lag_assign.lists import comma_list
-from spark_lag_assign.uris import join_uri, local_path
+from spark_lag_assign.extract.uris import join_uri, local_path
 
 log = logging.getLogger("example_pipeline")
 
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def submitted_session(local: bool) -> Any:
     if local:
-        from spark_lag_assign.session import local_session
+        from spark_lag_assign.spark.session import local_session
 
         return local_session("spark-lag-assign-example-pipeline")
     from pyspark.sql import SparkSession

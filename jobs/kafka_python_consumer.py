@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from spark_lag_assign.lists import comma_list
+from spark_lag_assign.core.lists import comma_list
 
 log = logging.getLogger("kafka_python_consumer")
 
@@ -96,9 +96,7 @@ def run(args: argparse.Namespace, stop: threading.Event, journal_out: IO[str] | 
     topics = comma_list(args.topics)
     name = args.name or args.instance_id or f"consumer-{args.group}"
     journal = Journal(name, journal_out)
-    monitor = GroupLagMonitor(
-        args.bootstrap_servers, args.group, topics=topics, reset=args.reset, interval_s=args.lag_interval_s
-    )
+    monitor = GroupLagMonitor(args.bootstrap_servers, args.group, topics=topics, reset=args.reset, interval_s=args.lag_interval_s)
     if args.wait_lags_s > 0 and not monitor.wait_ready(args.wait_lags_s):
         log.warning("no lag snapshot after %.0f s; joining anyway (count balance until one arrives)", args.wait_lags_s)
     assignor = assignor_class(args.strategy, cooperative=args.cooperative)(monitor)
@@ -147,15 +145,20 @@ def run(args: argparse.Namespace, stop: threading.Event, journal_out: IO[str] | 
             if assignor.last is not led:
                 led = assignor.last
                 journal.write(
-                    "led", members=led.members, lagged=led.lagged, lag_source=led.lag_source, moved=led.moved, deferred=led.deferred,
-                    optimality=led.optimality, count_spread=led.count_spread, ms=round(1000 * led.seconds, 1),
+                    "led",
+                    members=led.members,
+                    lagged=led.lagged,
+                    lag_source=led.lag_source,
+                    moved=led.moved,
+                    deferred=led.deferred,
+                    optimality=led.optimality,
+                    count_spread=led.count_spread,
+                    ms=round(1000 * led.seconds, 1),
                     bad_members=list(led.bad_members),
                 )
             if not batches:
                 continue
-            journal.write(
-                "records", records=[[r.topic, r.partition, r.offset] for rs in batches.values() for r in rs]
-            )
+            journal.write("records", records=[[r.topic, r.partition, r.offset] for rs in batches.values() for r in rs])
             for tp, records in batches.items():
                 counts[(tp.topic, tp.partition)] = counts.get((tp.topic, tp.partition), 0) + len(records)
             if not holding[0]:

@@ -27,15 +27,15 @@ from spark_lag_assign.errors import (
 if TYPE_CHECKING:
     from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, assign, unassigned
     from spark_lag_assign.consume import AssignedStream, PlanFollower, read_assigned
-    from spark_lag_assign.invariants import check_assignment
-    from spark_lag_assign.lag import compute_lag
-    from spark_lag_assign.planformat import PlanFormatError, parse_plan
+    from spark_lag_assign.core.invariants import check_assignment
+    from spark_lag_assign.core.lag import compute_lag
+    from spark_lag_assign.plan.document import PlanFormatError, parse_plan
     from spark_lag_assign.store import ClaimFencedError, PublishFencedError, StoreError, open_store
 
 __version__ = "0.1.0"
 
 #: the public names, each imported from its module on first use: a pandas-UDF worker that
-#: runs the lag rules (``spark_lag_assign.lag``) then loads neither the assignors nor
+#: runs the lag rules (``spark_lag_assign.core.lag``) then loads neither the assignors nor
 #: pydantic (a few hundred ms per worker), and the consuming side needs kafka-python only
 #: when it is used
 _LAZY = {
@@ -56,11 +56,11 @@ def __getattr__(name: str) -> Any:
     elif where == "consume":
         from spark_lag_assign import consume as module
     elif where == "invariants":
-        from spark_lag_assign import invariants as module
+        from spark_lag_assign.core import invariants as module
     elif where == "lag":
-        from spark_lag_assign import lag as module
+        from spark_lag_assign.core import lag as module
     elif where == "planformat":
-        from spark_lag_assign import planformat as module
+        from spark_lag_assign.plan import document as module
     elif where == "store":
         from spark_lag_assign import store as module
     else:

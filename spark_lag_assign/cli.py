@@ -70,9 +70,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", metavar="G", help="live: the consumer group whose offsets to read")
     p.add_argument("--topics", metavar="A,B", help="the topics to plan")
     p.add_argument("--topic-pattern", metavar="REGEX", help="plan every topic matching this regex")
-    p.add_argument(
-        "--kafka-option", metavar="K=V", action="append", help="a kafka-python client option (repeatable)"
-    )
+    p.add_argument("--kafka-option", metavar="K=V", action="append", help="a kafka-python client option (repeatable)")
     p.add_argument("--timeout-ms", metavar="MS", help="how long to wait for the cluster (default 15000)")
 
 
@@ -99,13 +97,16 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--subscriptions", metavar="FILE", help='JSON {"consumer": ["topic", ...]}')
     p.add_argument("--strategy", metavar="NAME", help="range, roundrobin, lag, shuffle, sticky, lag-sticky (default), drain")
     p.add_argument(
-        "--offsets-later", metavar="FILE",
+        "--offsets-later",
+        metavar="FILE",
         help="offline: a second snapshot, taken --interval seconds after --offsets: produce rates, and the backlog to plan",
     )
     p.add_argument("--interval", metavar="SECONDS", help="seconds between --offsets and --offsets-later")
     speed = p.add_mutually_exclusive_group()
     speed.add_argument("--rate", metavar="N", help="records per second every consumer reads (when not measured)")
-    speed.add_argument("--rates", metavar="FILE", help="records per second per consumer: CSV or JSON (consumer, records_per_second)")
+    speed.add_argument(
+        "--rates", metavar="FILE", help="records per second per consumer: CSV or JSON (consumer, records_per_second)"
+    )
     p.add_argument("--reset", choices=["earliest", "latest", "none"], help="the group's auto.offset.reset (default latest)")
     p.add_argument("--seed", help="seed of the shuffle strategy (default 0)")
     p.add_argument("--history", metavar="N", help="generations the store keeps readable (default 20)")
@@ -118,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--allow-shrink", action="store_true", default=None,
         help="publish even a plan that drops more than half of the previous plan's partitions (plan.allow_shrink)",
     )  # fmt: skip
+    p.add_argument(
+        "--fencing", choices=("self", "service"),
+        help="who fences a pipeline whose lease ran out: the one taking over (self, default) or a running "
+        "`spark-lag-assign fencer` (service: pipelines then need WRITE on their own commit id only; plan.fencing)",
+    )  # fmt: skip
     p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
     p.add_argument("--timings", action="store_true", help="print the time of each phase (read, plan in Spark, check, write)")
 
@@ -129,6 +135,32 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("store", metavar="STORE", help="a plan directory or kafka://HOST:PORT/NAME")
     w.add_argument("--generation", type=_positive_int, metavar="N", help="an older generation instead of the current one")
     w.add_argument("--limit", type=_positive_int, default=40, metavar="N", help="consumers to list (default 40)")
+
+    f = sub.add_parser(
+        "fencer",
+        help='fence lapsed pipelines\' commits on their behalf (plan.fencing = "service"); runs until stopped',
+        description="With service fencing no pipeline may fence another: one fencer per store, whose principal "
+        "may write every commit id of the store, fences a pipeline whose lease ran out when the pipeline taking "
+        "over asks for it, after it saw the lease run out itself.",
+    )
+    f.add_argument("--store", required=True, metavar="STORE", help="kafka://HOST:PORT/NAME or a plan directory")
+    f.add_argument("--config", metavar="FILE", help="a TOML config file: its [kafka] settings (security)")
+    f.add_argument("--bootstrap-servers", metavar="HOSTS", help="the Kafka cluster of the commit ids (default: the store's)")
+    f.add_argument("--kafka-option", metavar="K=V", action="append", help="a kafka-python client option (repeatable)")
+
+    a = sub.add_parser(
+        "acls",
+        help="the Kafka ACLs one role of a store needs, as kafka-acls.sh lines",
+        description="planner: publishes plans; pipeline: one consumer id; fencer: fences on the pipelines' behalf "
+        "(--fencing service); operator: creates the topics instead of the planner.",
+    )
+    a.add_argument("--store", required=True, metavar="STORE", help="kafka://HOST:PORT/NAME")
+    a.add_argument("--role", required=True, choices=("planner", "pipeline", "fencer", "operator"))
+    a.add_argument("--principal", required=True, metavar="User:NAME", help="the principal the ACLs are for")
+    a.add_argument("--consumer", metavar="ID", help="pipeline: its consumer id")
+    a.add_argument("--group", metavar="G", help="planner, pipeline: the consumer group")
+    a.add_argument("--topics", metavar="A,B", help="planner, pipeline: the data topics")
+    a.add_argument("--fencing", choices=("self", "service"), default="self", help="the plan's fencing (default self)")
 
     m = sub.add_parser(
         "simulate",
@@ -150,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     who.add_argument("--subscriptions", metavar="FILE", help='JSON {"consumer": ["topic", ...]} (["*"]: every topic)')
     speed = m.add_mutually_exclusive_group()
     speed.add_argument("--rate", metavar="MSGS_PER_S", help="messages per second one consumer reads")
-    speed.add_argument("--rates", metavar="FILE", help="messages per second per consumer: CSV or JSON (consumer, records_per_second)")
+    speed.add_argument(
+        "--rates", metavar="FILE", help="messages per second per consumer: CSV or JSON (consumer, records_per_second)"
+    )
     m.add_argument("--strategies", metavar="A,B", help="the strategies to compare (default: all of them)")
     m.add_argument("--reset", choices=["earliest", "latest", "none"], help="auto.offset.reset (default latest)")
     m.add_argument("--seed", help="seed of the shuffle strategy (default 0)")
@@ -160,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="STORE",
         help="a plan directory or kafka://HOST:PORT/NAME: its newest plan is simulated too (as 'current') and sticky strategies start from it",
     )
-    m.add_argument("--limit", type=_positive_int, default=10, metavar="N", help="slowest consumers listed per strategy (default 10)")
+    m.add_argument(
+        "--limit", type=_positive_int, default=10, metavar="N", help="slowest consumers listed per strategy (default 10)"
+    )
     return parser
 
 
@@ -177,7 +213,7 @@ PLANNER_SPARK_CONF: dict[str, str] = {"spark.python.worker.reuse": "false"}
 
 
 def local_session_factory(spark_conf: dict[str, str], master: str | None) -> Any:
-    from spark_lag_assign.session import local_session
+    from spark_lag_assign.spark.session import local_session
 
     _check_master(master)
     conf = {**PLANNER_SPARK_CONF, **spark_conf}
@@ -234,16 +270,18 @@ def plan_settings(args: argparse.Namespace) -> Any:
         rate=args.rate,
         rates=args.rates,
         allow_shrink=args.allow_shrink,
+        fencing=args.fencing,
     )
 
 
 def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
-    from spark_lag_assign import job, report
+    from spark_lag_assign.plan import report
+    from spark_lag_assign.spark import job
     from spark_lag_assign.store import parse_uri
 
     settings = plan_settings(args)
     if settings.rates is not None:  # a bad rates file fails before Spark starts
-        from spark_lag_assign import rates as rates_io
+        from spark_lag_assign.core import rates as rates_io
 
         rates_io.configured_rates(settings.consumers, None, rates_io.read_rates_file(settings.rates))
     spark: Any = SessionOnFirstUse(lambda: session_factory(settings.spark, args.master))
@@ -255,8 +293,11 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
     print(report.summary(result.plan))
     stuck = result.plan.get("cannot_keep_up") or []
     if stuck:
-        print(f"spark-lag-assign: warning: {len(stuck)} consumer(s) cannot keep up with their producers and never drain: "
-              f"{', '.join(stuck[:10])}", file=sys.stderr)
+        print(
+            f"spark-lag-assign: warning: {len(stuck)} consumer(s) cannot keep up with their producers and never drain: "
+            f"{', '.join(stuck[:10])}",
+            file=sys.stderr,
+        )
     if args.timings:
         print("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.phases.items()))
     print(f"published generation {result.plan['generation']} to {result.store}")
@@ -264,7 +305,8 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from spark_lag_assign import config, offsets
+    from spark_lag_assign import config
+    from spark_lag_assign.extract import offsets
 
     settings = config.snapshot_settings(args.config, **_source_overrides(args))
     frame = offsets.read_offsets(
@@ -280,8 +322,57 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fencer(args: argparse.Namespace) -> int:
+    """Runs until SIGTERM or Ctrl-C; a newer fencer of the same store ends it."""
+    import signal
+
+    from spark_lag_assign import config
+    from spark_lag_assign.consume.fencer import Fencer
+    from spark_lag_assign.consume.kafka_commit import commit_id, fence
+    from spark_lag_assign.store import open_store, parse_uri
+
+    merged = config.merge(args.config, None, {})
+    client = config.client_options(merged.file_client, merged.client_env, _key_values(args.kafka_option, "--kafka-option"))
+    parsed = parse_uri(args.store)
+    bootstrap = (
+        args.bootstrap_servers or merged.get("bootstrap_servers") or (parsed.location if parsed.scheme == "kafka" else None)
+    )
+    if not bootstrap:
+        raise ConfigError("the fencer needs the Kafka cluster of the commit ids: --bootstrap-servers (or a kafka:// store)")
+    with open_store(args.store, client_options=client) as store:
+        fencer = Fencer(store, lambda consumer, _version: fence(bootstrap, commit_id(store.name, consumer), client))
+        signal.signal(signal.SIGTERM, lambda *_: fencer.stop())
+        print(f"fencer of {store.uri} running", flush=True)
+        try:
+            fences = fencer.run()
+        except KeyboardInterrupt:
+            fences = fencer.fences
+    print(f"fencer of {args.store} stopped after {fences} fence(s)")
+    return 0
+
+
+def cmd_acls(args: argparse.Namespace) -> int:
+    from spark_lag_assign.core.lists import comma_list
+    from spark_lag_assign.roles import kafka_acls_lines, role_acls
+    from spark_lag_assign.store import parse_uri
+
+    parsed = parse_uri(args.store)
+    if parsed.scheme != "kafka":
+        raise ConfigError(f"{args.store}: ACLs are for a kafka:// store (a directory's are the file system's permissions)")
+    try:
+        acls = role_acls(
+            args.role, parsed.name, consumer=args.consumer, group=args.group,
+            topics=comma_list(args.topics) if args.topics else (), fencing=args.fencing,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise ConfigError(f"acls --role {args.role}: {exc}") from None
+    for line in kafka_acls_lines(acls, args.principal, parsed.location):
+        print(line)
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    from spark_lag_assign import report
+    from spark_lag_assign.plan import report
     from spark_lag_assign.store import open_store
 
     with open_store(args.store) as store:
@@ -289,8 +380,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         if current is None:
             kept = store.generations()
             if args.generation is None and kept:  # generations exist, none readable: the store logged why
-                raise ConfigError(f"{args.store} has no readable plan (generations kept: {', '.join(map(str, kept))}; "
-                                  "see the warning above for why each was skipped)")
+                raise ConfigError(
+                    f"{args.store} has no readable plan (generations kept: {', '.join(map(str, kept))}; "
+                    "see the warning above for why each was skipped)"
+                )
             what = "no plan" if args.generation is None else f"no generation {args.generation}"
             raise ConfigError(f"{args.store} has {what} (generations kept: {', '.join(map(str, kept)) or 'none'})")
         previous = store.get(current["generation"] - 1) if current["generation"] > 1 else None
@@ -302,8 +395,11 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Plans from the pure assignors and their drain, all in this process: no Spark session."""
-    from spark_lag_assign import assignors, config, metrics, offsets, plan as plan_io, rates as rates_io, simulate
-    from spark_lag_assign.lag import compute_lag
+    from spark_lag_assign import assignors, config
+    from spark_lag_assign.core import draintime as simulate, quality as metrics, rates as rates_io
+    from spark_lag_assign.core.lag import compute_lag
+    from spark_lag_assign.extract import offsets
+    from spark_lag_assign.plan import build as plan_io
 
     settings = config.simulate_settings(
         args.config,
@@ -368,8 +464,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     assigned = lags[lags["topic"].isin(read)]
     print(
         f"simulate: {len(assigned):,} partitions of {len(read & set(topics))} topic(s), lag {metrics.exact_sum(assigned['lag']):,}, "
-        + (f"{len(subs)} consumers reading {rate:,g} msg/s each" if not isinstance(rate, dict) else
-           f"{len(subs)} consumers reading {min(rate.values()):,g}-{max(rate.values()):,g} msg/s")
+        + (
+            f"{len(subs)} consumers reading {rate:,g} msg/s each"
+            if not isinstance(rate, dict)
+            else f"{len(subs)} consumers reading {min(rate.values()):,g}-{max(rate.values()):,g} msg/s"
+        )
     )
     if produce is not None:
         total = float(produce.merge(assigned, on=["topic", "partition"])["produce_rate"].sum())
@@ -380,8 +479,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if unplanned > 0:
         print(f"the current plan names none of {unplanned} partition(s) (created since?): under it nobody reads them")
     for name, d in drains.items():
-        print(f"\n{name}: drains in {simulate.duration(d.time_to_drain)}; no plan of this group can beat "
-              f"{simulate.duration(d.lower_bound)}")
+        print(
+            f"\n{name}: drains in {simulate.duration(d.time_to_drain)}; no plan of this group can beat "
+            f"{simulate.duration(d.lower_bound)}"
+        )
         print(simulate.consumer_table(d, args.limit))
         if d.never_drains:
             more = f" and {len(d.never_drains) - 10} more" if len(d.never_drains) > 10 else ""
@@ -413,6 +514,10 @@ def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | No
             return cmd_snapshot(args)
         if args.command == "simulate":
             return cmd_simulate(args)
+        if args.command == "fencer":
+            return cmd_fencer(args)
+        if args.command == "acls":
+            return cmd_acls(args)
         return cmd_show(args)
     except SparkLagAssignError as exc:
         print(f"spark-lag-assign: error: {exc}", file=sys.stderr)

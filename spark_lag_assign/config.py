@@ -29,6 +29,7 @@ and key, the variable or the flag, and what is wrong.
     reset = "latest"
     consumers = ["pipeline-a", "pipeline-b"] # or a [plan.subscriptions] table
     allow_shrink = false                     # true: publish a plan that drops most partitions
+    fencing = "self"                         # "service": a fencer fences on the pipelines' behalf
     [plan.options]
     tolerance = 0.05
 
@@ -46,15 +47,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, get_strategy
+from spark_lag_assign.core.lag import check_reset
+from spark_lag_assign.core.lists import comma_list
 from spark_lag_assign.errors import ConfigError, InputError, SparkLagAssignError
-from spark_lag_assign.lag import check_reset
-from spark_lag_assign.lists import comma_list
-from spark_lag_assign.plan import check_consumer_ids
+from spark_lag_assign.plan.build import check_consumer_ids
 from spark_lag_assign.store import parse_uri
 
 ENV_PREFIX = "SPARK_LAG_ASSIGN_"
@@ -101,6 +102,7 @@ class PlanKeys(BaseModel):
     rate: float | None = None
     rates: str | None = None
     allow_shrink: bool | None = None
+    fencing: Literal["self", "service"] | None = None
 
 
 class FileKeys(BaseModel):
@@ -157,6 +159,7 @@ class Settings:
     rate: float | None = None
     rates: Path | None = None
     allow_shrink: bool = False  # publish even a plan that drops most of the previous plan's partitions
+    fencing: str = "self"  # who fences a lapsed pipeline's commits: itself ("self") or the fencer ("service")
 
     @property
     def live(self) -> bool:
@@ -469,7 +472,7 @@ def _env_secrets(client_env: Mapping[str, Any]) -> dict[str, str]:
 
 def _rate_settings(merged: Merged, offline: bool) -> tuple[Path | None, float | None, float | None, Path | None]:
     """(offsets_later, interval, rate, rates), checked: one line for each mistake."""
-    from spark_lag_assign.rates import check_interval, check_rate
+    from spark_lag_assign.core.rates import check_interval, check_rate
 
     later, interval = merged.get("offsets_later"), merged.get("interval")
     if (later is None) != (interval is None):
@@ -478,8 +481,9 @@ def _rate_settings(merged: Merged, offline: bool) -> tuple[Path | None, float | 
             f"{given}: offsets_later and interval go together: produce rates need both snapshots and the time between"
         )
     if later is not None and not offline:
-        raise ConfigError(f"{merged.origin('offsets_later')}: offsets_later is for offline planning: give the earlier "
-                          "snapshot as offsets")
+        raise ConfigError(
+            f"{merged.origin('offsets_later')}: offsets_later is for offline planning: give the earlier snapshot as offsets"
+        )
     rate, rates = merged.get("rate"), merged.get("rates")
     if rate is not None and rates is not None:
         raise ConfigError("give rate (every consumer) or rates (a file per consumer), not both")
@@ -551,6 +555,7 @@ def settings(file: str | Path | None = None, *, environ: Mapping[str, str] | Non
         rate=rate,
         rates=rates,
         allow_shrink=bool(merged.get("allow_shrink", False)),
+        fencing=str(merged.get("fencing") or "self"),
     )
 
 
@@ -599,9 +604,7 @@ def simulate_settings(
         # the file's options are for its plan's strategy: only a flag's must suit a chosen one
         if not any(key in get_strategy(n).options for n in names) and origin(key).startswith(flag("options")):
             raise ConfigError(f"{origin(key)}: none of the chosen strategies takes it")
-    chosen = {
-        n: check_options(n, {k: v for k, v in options.items() if k in get_strategy(n).options}, origin) for n in names
-    }
+    chosen = {n: check_options(n, {k: v for k, v in options.items() if k in get_strategy(n).options}, origin) for n in names}
     reset, seed = _common(merged)
     offsets_later, interval, rate, rates = _rate_settings(merged, True)
     if rate is None and rates is None:

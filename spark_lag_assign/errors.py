@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def one_line(exc: BaseException) -> str:
     """An exception as one line, led by its type unless the message names it already."""
@@ -71,3 +73,23 @@ class CommitHeldError(KafkaCommitError):
 
 class ShrinkRefusedError(PlanError):
     """The new plan drops most of the previous generation's partitions, and that was not allowed."""
+
+
+class NotAuthorizedError(SparkLagAssignError):
+    """Kafka refused a request for want of an ACL; the message names the ACL to grant.
+
+    Never retried: waiting does not grant an ACL. ``acls`` holds the ACLs named (empty when
+    the refusal came from a request whose needs the caller did not know).
+    """
+
+    def __init__(self, message: str, acls: tuple[Any, ...] = ()) -> None:
+        super().__init__(message)
+        self.acls = acls
+
+
+class ReadNotAuthorizedError(KafkaReadError, NotAuthorizedError):
+    """Reading offsets, topics or the group was refused for want of an ACL."""
+
+
+class CommitNotAuthorizedError(KafkaCommitError, NotAuthorizedError):
+    """Committing or fencing was refused for want of an ACL; not a fencing by a newer owner."""

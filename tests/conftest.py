@@ -57,7 +57,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         fixtures = getattr(item, "fixturenames", ())
         if "spark" in fixtures:
             item.add_marker(pytest.mark.spark)
-        if "kafka" in fixtures:
+        if "kafka" in fixtures or "kafka_acl" in fixtures:
             item.add_marker(pytest.mark.broker)
         if "hdfs" in fixtures:
             item.add_marker(pytest.mark.hdfs)
@@ -65,7 +65,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def spark():  # -> SparkSession
-    from spark_lag_assign.session import local_session
+    from spark_lag_assign.spark.session import local_session
 
     session = local_session("spark-lag-assign-tests")
     yield session
@@ -83,6 +83,20 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
 
 
 @pytest.fixture(scope="session")
+def kafka_acl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafka]:
+    """A second real broker that authorizes every request (StandardAuthorizer, no ACL means no
+    access), started only for the tests that ask for it. Its clients log in with SCRAM; the
+    super user ``admin`` (``kafka_acl.client_options()``) creates topics, users and ACLs, and
+    a test makes a fresh user per case (``add_user``) so that no case sees another's ACLs."""
+    import secrets
+
+    from spark_lag_assign.testing.localkafka import LocalKafka
+
+    with LocalKafka(tmp_path_factory.mktemp("kafka-acl"), acl_users={"admin": secrets.token_hex(12)}) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
 def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHDFS]:
     """A real HDFS (NameNode + DataNode) on loopback; its log is printed if a test fails."""
     from spark_lag_assign.testing.minihdfs import MiniHDFS
@@ -95,9 +109,10 @@ def hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MiniHDFS]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
     outcome = yield
     report = outcome.get_result()
-    broker = item.funcargs.get("kafka") if hasattr(item, "funcargs") else None
-    if report.failed and broker is not None:
-        report.sections.append(("local Kafka broker", f"broker log: {broker.log_path}"))
+    for name in ("kafka", "kafka_acl"):
+        broker = item.funcargs.get(name) if hasattr(item, "funcargs") else None
+        if report.failed and broker is not None:
+            report.sections.append((f"local Kafka broker ({name})", f"broker log: {broker.log_path}"))
     cluster = item.funcargs.get("hdfs") if hasattr(item, "funcargs") else None
     if report.failed and cluster is not None:
         report.sections.append(("local HDFS", f"HDFS log: {cluster.log_path}"))

@@ -19,7 +19,7 @@ from typing import Any, Literal, cast
 
 import numpy as np
 
-from spark_lag_assign.subscriptions import SubscriptionIndex, run_starts
+from spark_lag_assign.core.subscriptions import SubscriptionIndex, run_starts
 
 
 @dataclass(frozen=True)

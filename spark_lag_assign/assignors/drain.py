@@ -1,6 +1,6 @@
 """drain: plan for time, not messages. The largest time-to-drain as small as the counts allow.
 
-The time model is ``spark_lag_assign.simulate``'s: consumer ``c`` reads ``r_c`` records per
+The time model is ``spark_lag_assign.core.draintime``'s: consumer ``c`` reads ``r_c`` records per
 second, producers append ``p_i`` per second to partition ``i``, so ``c`` drains its lag
 ``L_c`` in ``L_c / (r_c - P_c)`` (``P_c``: the produce rate of its partitions), never if
 ``P_c >= r_c``. The plan drains when its slowest consumer does: that makespan is what
@@ -18,7 +18,7 @@ Priorities, in order:
    partitions, which a count spread of one would forbid (half the pipelines 2x faster: the
    fast ones need twice the lag *and* keep up with twice the producers).
 2. The makespan, as close to the fluid lower bound as the counts allow (see
-   ``spark_lag_assign.rates.lower_bound``). Where every consumer counts as the same number
+   ``spark_lag_assign.core.rates.lower_bound``). Where every consumer counts as the same number
    of readers (the counts are lag-sticky's), never slower than lag-sticky on the same input.
 3. Stickiness: a previous plan is kept unless a new one drains more than ``margin``
    (default 5%) sooner.
@@ -85,9 +85,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign import rates as rates_mod
 from spark_lag_assign.assignors import lagsticky
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
+from spark_lag_assign.core import rates as rates_mod
 from spark_lag_assign.errors import InputError, StrategyError
 
 DEFAULTS: dict[str, float | int] = {"margin": 0.05, "max_swaps": 1_000}
@@ -314,8 +314,14 @@ def _restored(group: lagsticky._Group, previous: np.ndarray) -> np.ndarray:
 
 
 def _search(
-    problem: GroupProblem, consumers: list[str], speed: np.ndarray, produce: np.ndarray, opts: Options,
-    score: Callable[[np.ndarray], tuple[float, float]], bound: float, start: np.ndarray | None = None,
+    problem: GroupProblem,
+    consumers: list[str],
+    speed: np.ndarray,
+    produce: np.ndarray,
+    opts: Options,
+    score: Callable[[np.ndarray], tuple[float, float]],
+    bound: float,
+    start: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Steps 1 and 2 on ``problem``'s consumers (each its own reader, of speed ``speed``):
     the best plan found, and with a previous plan its owners with the counts restored.
@@ -373,6 +379,10 @@ def _search(
 
 
 STRATEGY = Strategy(
-    "drain", "group", "minimises the largest time to drain from read and produce rates; count-balanced, sticky",
-    assign_group=assign_group, options=(*DEFAULTS, *RATE_OPTIONS), uses_previous=True,
+    "drain",
+    "group",
+    "minimises the largest time to drain from read and produce rates; count-balanced, sticky",
+    assign_group=assign_group,
+    options=(*DEFAULTS, *RATE_OPTIONS),
+    uses_previous=True,
 )

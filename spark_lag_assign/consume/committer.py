@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign.consume.options import Offsets, TopicPartition, parse_source_offsets
-from spark_lag_assign.errors import CommitFencedError, CommitHeldError, InputError, KafkaCommitError, one_line
+from spark_lag_assign.errors import (
+    CommitFencedError,
+    CommitHeldError,
+    InputError,
+    KafkaCommitError,
+    NotAuthorizedError,
+    one_line,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQueryListener
@@ -127,6 +134,10 @@ class ProgressCommitter:
             if final:
                 raise
             return False
+        except NotAuthorizedError as exc:  # no retry grants an ACL: the caller decides, at once
+            self.failures += 1
+            log.error("commit of query %s refused: %s", query_id, one_line(exc))
+            raise
         except Exception as exc:  # noqa: BLE001 - a commit must never fail the query: log it and retry later
             self.failures += 1
             log.warning(
@@ -158,16 +169,14 @@ class ProgressCommitter:
             self._merge(entry, end_offsets)
             try:
                 return self._flush(str(query_id), entry)
-            except CommitFencedError:
+            except (CommitFencedError, NotAuthorizedError):  # reported by _flush and the commit function
                 return False
 
     def retry(self, query_id: str) -> bool:
         """Commit whatever is pending for a query (its idle events call this)."""
         return self.record(query_id, ())
 
-    def finish(
-        self, query_id: str, end_offsets: Iterable[str | None], *, timeout: float, pause: float = 0.5
-    ) -> Offsets:
+    def finish(self, query_id: str, end_offsets: Iterable[str | None], *, timeout: float, pause: float = 0.5) -> Offsets:
         """The final commit of a stopped query: retried until ``timeout``; then it stops being tracked.
 
         Returns the offsets the group holds from it. Raises ``CommitFencedError`` at once if
@@ -175,7 +184,7 @@ class ProgressCommitter:
         a producer, and ``KafkaCommitError`` if the last offsets could not be committed in time
         (in both cases the query stays tracked, still pending).
         """
-        from spark_lag_assign.retry import within
+        from spark_lag_assign.extract.retry import within
 
         with self._lock:
             entry = self._queries.get(str(query_id))
@@ -200,7 +209,7 @@ class ProgressCommitter:
             raise KafkaCommitError(f"the final commit of query {query_id} did not succeed within {timeout:g}s") from None
 
 
-def commit_listener(committer: ProgressCommitter) -> StreamingQueryListener:
+def commit_listener(committer: ProgressCommitter) -> StreamingQueryListener:  # pragma: no mutate block
     """A ``StreamingQueryListener`` that feeds every progress report to ``committer``."""
     from pyspark.sql.streaming import StreamingQueryListener
 

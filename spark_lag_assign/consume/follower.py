@@ -26,16 +26,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign import plan as plan_io
 from spark_lag_assign.consume.committer import (
     CommitFunction,
     ProgressCommitter,
     commit_listener,
 )
+from spark_lag_assign.consume.fencer import fence_done
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence
 from spark_lag_assign.consume.options import (
     Offsets,
     TopicPartition,
+    foreign_commits,
     offsets_json,
     read_group_starting_offsets,
     source_options,
@@ -71,12 +72,16 @@ from spark_lag_assign.errors import (
     HandoverTimeoutError,
     KafkaCommitError,
     KafkaReadError,
+    NotAuthorizedError,
     PlanError,
+    ReadNotAuthorizedError,
     one_line,
 )
-from spark_lag_assign.planformat import PlanFormatError
-from spark_lag_assign.store import ClaimFencedError, ClaimRecord, Store, StoreError
-from spark_lag_assign.uris import join_uri
+from spark_lag_assign.extract.acls import Acl, not_authorized
+from spark_lag_assign.extract.uris import join_uri
+from spark_lag_assign.plan import build as plan_io
+from spark_lag_assign.plan.document import PlanFormatError
+from spark_lag_assign.store import FENCER, ClaimFencedError, ClaimRecord, Store, StoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -187,7 +192,12 @@ class PlanFollower:
         self._refusals = 0
         self._failure: BaseException | None = None  # the query's own error, raised when the run ends
         self._pending_query: str | None = None  # a stopped query whose final commit waits for a producer
+        self._starts = 0  # queries started by this follower: each gets a checkpoint of its own
+        self._owners_of: dict[int, dict[TopicPartition, str] | None] = {}
+        #: commits found in the group that no pipeline of the plan made (see ``_distrust``)
+        self.foreign_commits = 0
         self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
+        self._denied: NotAuthorizedError | None = None  # a refused commit: ends the run (no wait grants an ACL)
 
     # -- public
 
@@ -211,21 +221,24 @@ class PlanFollower:
         core = self._core
         return core is not None and core.lease_valid(self.clock())
 
-    def write_batch(
-        self, offsets: Mapping[TopicPartition, int], topic: str | None = None, records: Any = ()
-    ) -> None:
+    def write_batch(self, offsets: Mapping[TopicPartition, int], topic: str | None = None, records: Any = ()) -> None:
         """For a sink that writes to Kafka: ``records`` to ``topic`` and ``offsets`` committed in
         one transaction under this consumer's fenced id; ``CommitFencedError`` (nothing of it
         visible to ``read_committed`` readers) when a newer owner took over."""
         core = self._core
-        if core is None or core.reading is None:
-            raise CommitFencedError(f"{self.consumer} reads nothing now: the batch is not written")
+        if core is None or core.reading is None or not core.lease_valid(self.clock()):
+            # a batch that completes after the lease lapsed (a paused process resuming) goes
+            # nowhere, whether or not a successor has fenced this consumer yet
+            raise CommitFencedError(f"{self.consumer} reads nothing under a valid lease now: the batch is not written")
         if self._commit is None:
             raise KafkaCommitError("write_batch needs the follower's own Kafka committer (commit=None)")
         try:
             self._commit.write(offsets, core.reading.generation, topic, records)
         except CommitFencedError:
             self._on_refused("write_batch")
+            raise
+        except NotAuthorizedError as exc:
+            self._denied = exc
             raise
         # the listener's progress reports lag behind the batches: never let one commit less
         self.committer.committed_elsewhere(offsets)
@@ -236,8 +249,9 @@ class PlanFollower:
         With ``until_drained`` a consumer that the plan leaves idle returns at once instead of
         waiting for partitions (for ``availableNow`` pipelines). Raises ``HandoverTimeoutError``
         naming who holds what when earlier owners never let go within ``handover_timeout``,
-        ``ClaimFencedError`` when a newer incarnation of this consumer took over, and Spark's
-        error when the query failed.
+        ``ClaimFencedError`` when a newer incarnation of this consumer took over, a
+        ``NotAuthorizedError`` naming the ACL at the first refusal (never waited out), and
+        Spark's error when the query failed.
         """
         plan = load_plan(self.store)
         consumer_entry(plan, self.consumer, self.store.uri)
@@ -259,7 +273,9 @@ class PlanFollower:
         self._core = core
         core.took_over(writer.predecessor, self.clock())
         if writer.predecessor is not None:
-            self._event("took-over", f"from incarnation {writer.predecessor.incarnation}, holding {names(writer.predecessor.holds)}")
+            self._event(
+                "took-over", f"from incarnation {writer.predecessor.incarnation}, holding {names(writer.predecessor.holds)}"
+            )
         if self._given_commit is None:
             self._commit = FencedGroupCommit(
                 self.bootstrap_servers,
@@ -347,6 +363,8 @@ class PlanFollower:
 
     def _observe(self, core: Handover) -> None:
         """Carry what other threads saw into the state machine (it is only touched here)."""
+        if self._denied is not None:  # a commit refused for want of an ACL: retrying would not help
+            raise self._denied
         if self._stopping.is_set():
             core.request_stop()
         if self._refused.is_set():
@@ -364,11 +382,19 @@ class PlanFollower:
             if not core.query_ended(error is not None, self.clock()):
                 # our lease lapsed before we saw it end: a pause of this whole process (its
                 # Kafka calls time out on resuming). The lapse stops it; we claim again.
-                log.warning("%s: the query ended while its lease had lapsed: %s", self.consumer, one_line(error) if error else "no error")
+                log.warning(
+                    "%s: the query ended while its lease had lapsed: %s", self.consumer, one_line(error) if error else "no error"
+                )
                 return
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
-                self._failure = error
+                self._failure = self._refused_read(error, core.reading.generation, core.reading.holds) or error
+
+    def _refused_read(self, error: BaseException, generation: int, holds: Holds) -> NotAuthorizedError | None:
+        """Spark's Kafka source ends a query the cluster refused with the Java client's error,
+        which names the topics but not the ACL: reading needs READ on each."""
+        needed = [Acl("READ", "Topic", t) for t in sorted({t for t, _ in holds})]
+        return not_authorized(error, needed, ReadNotAuthorizedError, f"{self.consumer} reading under generation {generation}")
 
     def _guard(self, core: Handover, done: threading.Event) -> None:
         """Stop the query once its lease lapsed, even while the loop is blocked in a store or
@@ -406,6 +432,8 @@ class PlanFollower:
             for old in [g for g in self._plans if g < generation - 1]:
                 del self._plans[old]
             self._core.saw_plan(generation, holds_of(plan, self.consumer))
+            # "service": only the fencer fences, and only its notes stop a pipeline
+            self._core.fence_authority = FENCER if plan.get("fencing") == "service" else None
             self._generations.append(generation)
             self._event("plan", f"generation {generation}")
 
@@ -425,6 +453,8 @@ class PlanFollower:
             log.warning("%s: a newer incarnation took the consumer id over: stopping", self.consumer)
             core.write_failed(fenced=True, now=self.clock())
             return
+        except NotAuthorizedError:  # waiting does not grant an ACL: end the run with the line
+            raise
         except StoreError as exc:
             log.warning("%s: writing its claim failed, retrying: %s", self.consumer, exc)
             core.write_failed(fenced=False, now=self.clock())
@@ -436,6 +466,8 @@ class PlanFollower:
         began = self.clock()
         try:
             view = self.store.claims()
+        except NotAuthorizedError:
+            raise
         except StoreError as exc:
             log.warning("%s: reading the claims failed, retrying: %s", self.consumer, exc)
             self._pause(min(1.0, self.poll_interval))
@@ -446,6 +478,8 @@ class PlanFollower:
         timeout = max(0.0, min(action.until - self.clock(), self.poll_interval))
         try:
             plan = self.store.wait_for_plan(action.newer_than, timeout)
+        except NotAuthorizedError:
+            raise
         except (StoreError, PlanFormatError) as exc:
             self._unreadable_plan(exc)
             self._pause(min(1.0, timeout))
@@ -456,6 +490,15 @@ class PlanFollower:
             self._read_claims(core)  # the newer claim may be gone (its plan replaced): look again
 
     def _fence(self, core: Handover, action: Fence) -> None:
+        if core.fence_authority is not None:  # the fencer fences, once it saw the lease run out itself
+            if fence_done(core.view.get(core.fence_authority), action.consumer, action.version):
+                core.fenced_commits(action.consumer, action.version)
+                log.info("%s: the fencer fenced %s's commits (its lease ran out)", self.consumer, action.consumer)
+                self._event("fence", f"{action.consumer} (by the fencer)")
+                return
+            self._pause(min(1.0, self.poll_interval))  # our claim notes the request: look again for its answer
+            self._read_claims(core)
+            return
         try:
             fence(
                 self.bootstrap_servers,
@@ -463,6 +506,8 @@ class PlanFollower:
                 self.client_options,
                 self.kafka_timeout_ms,
             )
+        except NotAuthorizedError:
+            raise
         except KafkaCommitError as exc:
             log.warning("%s: fencing %s's commits failed, retrying: %s", self.consumer, action.consumer, exc)
             self._pause(1.0)
@@ -476,6 +521,8 @@ class PlanFollower:
         if self._commit is not None:
             try:
                 self._commit.open()
+            except NotAuthorizedError:
+                raise
             except KafkaCommitError as exc:
                 log.warning("%s: opening its committer failed, retrying: %s", self.consumer, exc)
                 self._pause(1.0)
@@ -499,9 +546,40 @@ class PlanFollower:
             result, committed = self._final_commit(query_id, [])
         self._finish_stop(core, result, committed, f"the final commit of generation {action.generation}", "final-commit")
 
+    def _owners(self, generation: int) -> dict[TopicPartition, str] | None:
+        """Who owned each partition in ``generation`` (None: the store no longer keeps it)."""
+        if generation not in self._owners_of:
+            plan = self._plans.get(generation)
+            if plan is None:
+                try:
+                    plan = self.store.get(generation)
+                except (StoreError, PlanFormatError):
+                    plan = None
+            self._owners_of[generation] = (
+                None
+                if plan is None
+                else {(t, p): c for c, entry in plan["consumers"].items() for t, ps in entry["assign"].items() for p in ps}
+            )
+        return self._owners_of[generation]
+
+    def _distrust(self, metadata: Mapping[TopicPartition, str]) -> dict[TopicPartition, str]:
+        """Commits that no pipeline of the plan made (``options.foreign_commits``): reported, and
+        never where this pipeline starts."""
+        assert self._core is not None
+        found = foreign_commits(metadata, self._owners, self._core.plan_generation)
+        for (t, p), why in found.items():
+            log.warning(
+                "%s: the group's commit of %s-%d %s: no pipeline of the plan made it; %s does not start from it",
+                self.consumer, t, p, why, self.consumer,
+            )  # fmt: skip
+            self._event("foreign-commit", f"{t}-{p}: {why}")
+        self.foreign_commits += len(found)
+        return found
+
     def _start_offsets(self, plan: plan_io.Plan, assign: dict[str, list[int]]) -> dict[str, dict[str, int]]:
         """The group's committed offsets (else the reset rule), never behind what a releasing
-        owner said in its claim it had committed (the group may not show it yet)."""
+        owner said in its claim it had committed (the group may not show it yet); a commit no
+        pipeline of the plan made counts as none."""
         assert self.group is not None and self._core is not None
         deadline = time.monotonic() + self.commit_timeout
         while True:  # a broker away for a moment must not end a pipeline between two generations
@@ -513,8 +591,11 @@ class PlanFollower:
                     str(plan.get("reset", "latest")),
                     client_options=self.client_options,
                     timeout_ms=self.kafka_timeout_ms,
+                    distrust=self._distrust,
                 )
                 break
+            except NotAuthorizedError:
+                raise
             except KafkaReadError as exc:
                 if time.monotonic() >= deadline:
                     raise
@@ -526,7 +607,7 @@ class PlanFollower:
             for topic, parts in record.committed.items():
                 for partition, offset in parts.items():
                     current = starting.get(topic, {}).get(str(partition))
-                    if current is not None and current >= 0 and int(offset) > current:
+                    if current is not None and (current < 0 or int(offset) > current):  # also over the reset rule
                         starting[topic][str(partition)] = int(offset)
         return starting
 
@@ -535,6 +616,8 @@ class PlanFollower:
         if plan is None:
             try:
                 plan = self.store.get(action.generation)
+            except NotAuthorizedError:
+                raise
             except (StoreError, PlanFormatError) as exc:
                 self._unreadable_plan(exc)
                 self._pause(1.0)
@@ -549,7 +632,14 @@ class PlanFollower:
             log.info("%s renews its claim before it starts: the lease ran low while preparing", self.consumer)
             return
         stream = stream_for(self.spark, plan, self.consumer, self.store.uri, starting, self.options)
-        checkpoint = join_uri(self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}")
+        # a checkpoint of its own for every start: Spark resumes a query from its checkpoint and
+        # ignores the starting offsets, and a query restarted under the same generation (after a
+        # lapse) must start where the group's commits stand, which another pipeline may have
+        # moved on meanwhile, not where its own last run stopped
+        self._starts += 1
+        checkpoint = join_uri(
+            self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}-{self._starts:03d}"
+        )
         if self._commit is not None:
             self._commit.allow(new_query=True)  # opened under our claim and checked after the open
         query = self.start_query(stream, checkpoint)
@@ -595,6 +685,8 @@ class PlanFollower:
         except CommitHeldError:
             self._pending_query = query_id
             return "held", {}
+        except NotAuthorizedError:  # waiting does not grant an ACL: end the run with the line
+            raise
         except KafkaCommitError as exc:
             log.error("%s keeps its claim: %s", self.consumer, one_line(exc))
             return "failed", {}
@@ -621,6 +713,8 @@ class PlanFollower:
         step = min(action.until - now, 1.0 if core.reading is not None or action.blockers else self.poll_interval)
         try:
             plan = self.store.wait_for_plan(core.plan_generation, max(0.05, step))
+        except NotAuthorizedError:
+            raise
         except (StoreError, PlanFormatError) as exc:
             self._unreadable_plan(exc)
             self._pause(min(1.0, max(0.05, step)))
@@ -647,11 +741,15 @@ class PlanFollower:
     # -- the committer's callbacks (other threads)
 
     def _commit_call(self, offsets: Mapping[TopicPartition, int], generation: int) -> None:
-        if self._given_commit is not None:
-            self._given_commit(offsets, generation)
-            return
-        assert self._commit is not None
-        self._commit(offsets, generation)
+        try:
+            if self._given_commit is not None:
+                self._given_commit(offsets, generation)
+                return
+            assert self._commit is not None
+            self._commit(offsets, generation)
+        except NotAuthorizedError as exc:
+            self._denied = exc  # the loop ends the run with it (this is the listener's thread)
+            raise
 
     def _reading_generation(self) -> int:
         """The generation a commit names: the running query's, or the stopped one's whose final commit waits."""

@@ -30,28 +30,30 @@ from typing import Any
 
 from spark_lag_assign.consume.gate import CommitGate
 from spark_lag_assign.consume.options import TopicPartition
-from spark_lag_assign.errors import CommitFencedError, CommitHeldError, KafkaCommitError, one_line
+from spark_lag_assign.errors import CommitFencedError, CommitHeldError, CommitNotAuthorizedError, KafkaCommitError, one_line
+from spark_lag_assign.extract.acls import Acl, not_authorized
 
 log = logging.getLogger(__name__)
 
-#: text in kafka-python's errors when the transactional id has a newer holder
-_FENCED = ("ProducerFenced", "InvalidProducerEpoch", "TransactionalIdAuthorization", "InvalidProducerIdMapping")
+#: text in kafka-python's errors when the transactional id has a newer holder (a refused ACL
+#: on the id is no fencing: nobody newer holds it, and waiting will not end it)
+_FENCED = ("ProducerFenced", "InvalidProducerEpoch", "InvalidProducerIdMapping")
 
 #: how long an open commit transaction may stall ``read_committed`` readers of a sink topic
 TRANSACTION_TIMEOUT_MS = 15000
 
 
-def commit_id(store_name: str, consumer: str) -> str:
+def commit_id(store_name: str, consumer: str) -> str:  # pragma: no mutate block
     """The transactional id under which ``consumer`` of the store ``store_name`` commits."""
     return f"spark-lag-assign.{store_name}.commit.{consumer}"
 
 
-def metadata(consumer: str, generation: int) -> str:
+def metadata(consumer: str, generation: int) -> str:  # pragma: no mutate block
     """The offset-commit metadata string: who committed, under which plan generation."""
     return f"spark-lag-assign consumer={consumer} generation={generation}"
 
 
-def parse_metadata(text: str | None) -> tuple[str, int] | None:
+def parse_metadata(text: str | None) -> tuple[str, int] | None:  # pragma: no mutate block
     """(consumer, generation) from a commit's metadata, or None if it is not one of ours."""
     if not text or not text.startswith("spark-lag-assign "):
         return None
@@ -62,7 +64,7 @@ def parse_metadata(text: str | None) -> tuple[str, int] | None:
         return None
 
 
-def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:
+def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:  # pragma: no mutate block
     """``send_offsets_to_transaction`` or ``commit_transaction``, waiting at most ``timeout_ms``.
 
     kafka-python 3.0.12 waits for both without a bound, so a broker that is away would hang
@@ -88,7 +90,14 @@ def _is_fenced(exc: BaseException) -> bool:
     return any(name in text for name in _FENCED)
 
 
-def _producer(bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int) -> Any:
+def _failed(doing: str, exc: BaseException, needed: Iterable[Acl]) -> KafkaCommitError:  # pragma: no mutate block
+    """One line: a refusal names the ACL of ``needed`` to grant, anything else says what failed."""
+    return not_authorized(exc, needed, CommitNotAuthorizedError, doing) or KafkaCommitError(f"{doing}: {one_line(exc)}")
+
+
+def _producer(
+    bootstrap_servers: str, transactional_id: str, client_options: Mapping[str, Any], timeout_ms: int
+) -> Any:  # pragma: no mutate block
     from kafka import KafkaProducer
 
     return KafkaProducer(
@@ -102,14 +111,15 @@ def _producer(bootstrap_servers: str, transactional_id: str, client_options: Map
     )
 
 
-def fence(
+def fence(  # pragma: no mutate block
     bootstrap_servers: str,
     transactional_id: str,
     client_options: Mapping[str, Any] | None = None,
     timeout_ms: int = 15000,
 ) -> None:
     """Fence every holder of ``transactional_id``: their later commits are refused and a
-    transaction one of them left open is aborted. ``KafkaCommitError`` if Kafka failed."""
+    transaction one of them left open is aborted. ``KafkaCommitError`` if Kafka failed
+    (``CommitNotAuthorizedError`` naming the ACL if it refused: WRITE on the id)."""
     from kafka.errors import KafkaError
 
     try:
@@ -119,7 +129,7 @@ def fence(
     try:
         producer.init_transactions()
     except (KafkaError, OSError) as exc:
-        raise KafkaCommitError(f"fencing {transactional_id} failed: {one_line(exc)}") from None
+        raise _failed(f"fencing {transactional_id} failed", exc, [Acl("WRITE", "TransactionalId", transactional_id)]) from None
     finally:
         producer.close(timeout=5)
 
@@ -175,7 +185,10 @@ class FencedGroupCommit:
                 producer.init_transactions()
             except (KafkaError, OSError) as exc:
                 producer.close(timeout=5)
-                raise KafkaCommitError(f"opening the committer {self.transactional_id} failed: {one_line(exc)}") from None
+                raise _failed(
+                    f"opening the committer {self.transactional_id} failed", exc,
+                    [Acl("WRITE", "TransactionalId", self.transactional_id)],
+                ) from None  # fmt: skip
             self._producer = producer
             self.gate.opened()
 
@@ -208,7 +221,8 @@ class FencedGroupCommit:
 
         ``CommitFencedError`` if a newer owner fenced this id (nothing of it becomes visible);
         ``CommitHeldError`` while the producer waits for the handover to (re)open it;
-        ``KafkaCommitError`` if Kafka failed (nothing is committed, the producer is closed).
+        ``KafkaCommitError`` if Kafka failed (nothing is committed, the producer is closed), a
+        ``CommitNotAuthorizedError`` naming the ACL if the cluster refused it.
         """
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition as KafkaTP
@@ -228,9 +242,13 @@ class FencedGroupCommit:
             note = metadata(self.consumer, generation)
             try:
                 producer.begin_transaction()
+                sent = []
                 for key, value in records:
                     assert topic is not None, "records need a topic"
-                    producer.send(topic, key=key, value=value)
+                    sent.append(producer.send(topic, key=key, value=value))
+                for future in sent:  # the records' own errors first: a refused WRITE on the sink names its ACL
+                    if future is not None:  # kafka-python 3.0.12 would leave the commit waiting on it instead
+                        future.get(timeout=self.timeout_ms / 1000)
                 if offsets:
                     _bounded(
                         producer,
@@ -251,7 +269,12 @@ class FencedGroupCommit:
                         f"{self.consumer}'s commit under generation {generation} was refused: "
                         f"a newer owner fenced {self.transactional_id}"
                     ) from None
-                raise KafkaCommitError(f"committing offsets for group {self.group} failed: {one_line(exc)}") from None
+                raise _failed(f"committing offsets for group {self.group} failed", exc, [
+                    Acl("WRITE", "TransactionalId", self.transactional_id),
+                    Acl("READ", "Group", self.group),  # AddOffsetsToTxn, TxnOffsetCommit
+                    *(Acl("READ", "Topic", t) for t in sorted({t for t, _ in offsets})),  # TxnOffsetCommit
+                    *([Acl("WRITE", "Topic", topic)] if topic is not None and records else []),
+                ]) from None  # fmt: skip
 
     def _close_locked(self) -> None:
         producer, self._producer = self._producer, None

@@ -14,13 +14,13 @@ settings differently (``security_protocol``, ``sasl_plain_password``): they take
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pandas as pd
 
+from spark_lag_assign.core.lag import check_reset, lag_columns
 from spark_lag_assign.errors import InputError, KafkaReadError
-from spark_lag_assign.lag import check_reset, lag_columns
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
@@ -139,18 +139,23 @@ def read_group_starting_offsets(
     *,
     client_options: Mapping[str, Any] | None = None,
     timeout_ms: int = 15000,
+    distrust: Callable[[Mapping[TopicPartition, str]], Mapping[TopicPartition, str]] | None = None,
 ) -> dict[str, dict[str, int]]:
-    """``starting_offsets`` from the group's committed offsets, read live with kafka-python."""
-    from spark_lag_assign.offsets import read_partition_offsets
+    """``starting_offsets`` from the group's committed offsets, read live with kafka-python.
+
+    ``distrust(metadata)``: given each commit's metadata, the partitions whose commit must not
+    be a starting point (and why); those start by the reset rule, as if nothing was committed."""
+    from spark_lag_assign.extract.offsets import read_partition_offsets
 
     tps = partitions_of(assign)
     if not tps:
         return {}
-    table = read_partition_offsets(
-        bootstrap_servers, group, tps, client_options=client_options, timeout_ms=timeout_ms
-    )
+    table = read_partition_offsets(bootstrap_servers, group, tps, client_options=client_options, timeout_ms=timeout_ms)
     keys = list(zip(table["topic"], table["partition"].astype(int)))
     committed = dict(zip(keys, (None if pd.isna(c) else int(c) for c in table["committed_offset"])))
+    if distrust is not None:
+        for tp in distrust(table.attrs.get("commit_metadata", {})):
+            committed[tp] = None
     return starting_offsets(
         assign,
         committed,
@@ -160,10 +165,39 @@ def read_group_starting_offsets(
     )
 
 
+def foreign_commits(
+    metadata: Mapping[TopicPartition, str], owners: Callable[[int], Mapping[TopicPartition, str] | None], newest: int
+) -> dict[TopicPartition, str]:
+    """Commits the group holds that no pipeline of the plan made, and why: a pipeline names
+    itself and the generation it reads under in every commit's metadata (``kafka_commit.metadata``),
+    and only the partition's owner in that generation commits it. Kafka cannot refuse another
+    member's commit of a partition (the group's READ ACL covers them all): this finds one whose
+    metadata names a consumer that did not own the partition in the generation it names, or a
+    generation no plan has. Commits without our metadata, and generations no longer kept, are
+    not judged. ``owners(g)``: partition -> consumer in generation g (None: not kept)."""
+    from spark_lag_assign.consume.kafka_commit import parse_metadata
+
+    found: dict[TopicPartition, str] = {}
+    for tp, text in sorted(metadata.items()):
+        named = parse_metadata(text)
+        if named is None:
+            continue
+        consumer, generation = named
+        if generation > newest:
+            found[tp] = f"names {consumer} under generation {generation}, newer than any plan ({newest})"
+            continue
+        plan_owners = owners(generation)
+        if plan_owners is not None and plan_owners.get(tp) != consumer:
+            owner = plan_owners.get(tp)
+            found[tp] = f"names {consumer} under generation {generation}, where {owner or 'nobody'} owned it"
+    return found
+
+
 __all__ = [
     "PLANNED_OPTIONS",
     "Offsets",
     "TopicPartition",
+    "foreign_commits",
     "offsets_json",
     "parse_source_offsets",
     "partitions_of",

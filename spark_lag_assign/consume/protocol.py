@@ -39,6 +39,12 @@ The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
   after our read began, so the successor's fence comes after our open and refuses our
   commits; if it shows the note, we stop. A committer never opens a producer by itself
   (``spark_lag_assign.consume.gate``).
+- Who fences: with the plan's ``fencing`` "self" the pipeline taking over fences the holder
+  itself (and every pipeline may fence every other); with "service" it asks the fencer
+  (``spark_lag_assign.consume.fencer``), which checks for itself that the holder's lease ran
+  out, notes the fence in its own record, fences, and says so. Then only the fencer's notes
+  stop a pipeline (``fence_authority``): a note another pipeline writes is a request, and no
+  pipeline can make another stop by writing one.
 - A new incarnation of a pipeline (a restarted driver) treats its predecessor like any
   other holder: what the predecessor claimed stays claimed until its lease runs out.
 - A pipeline keeps reading a partition across generations only while its lease never
@@ -56,9 +62,22 @@ Holds = frozenset[TopicPartition]
 NOTHING: Holds = frozenset()
 
 
-def names(partitions: Holds | set[TopicPartition]) -> str:
+def names(partitions: Holds | set[TopicPartition]) -> str:  # pragma: no mutate block
     """``t-0, t-3``: partitions for people, sorted."""
     return ", ".join(f"{t}-{p}" for t, p in sorted(partitions)) or "nothing"
+
+
+def still_fenced(view: Mapping[str, ClaimRecord | str], holder: str, version: Version) -> bool:
+    """Should a fence of ``holder``'s claim ``version`` still be noted? Until the view shows
+    that incarnation of it stopped reading (a newer claim of it that is not a reading one) or
+    replaced by a newer incarnation. Kept that long, a fenced pipeline that reopens its
+    producer learns it was replaced even if its clock let it believe its lease still ran."""
+    record = view.get(holder)
+    return (
+        isinstance(record, ClaimRecord)
+        and record.incarnation == version[0]
+        and (record.version == version or record.state in ("reading", "stopping"))
+    )
 
 
 # -- actions: what the driver is told to do ---------------------------------------------------
@@ -204,6 +223,7 @@ class Handover:
     handover_timeout: float = 300.0
     until_drained: bool = False
     retry: float = 1.0  # pause after a failed write before the next attempt
+    fence_authority: str | None = None  # None: any claim's notes count; else only this claim's (the fencer's)
 
     # what it has seen
     plan_generation: int = 0
@@ -382,10 +402,13 @@ class Handover:
         return p.holds
 
     def fenced_by(self) -> str | None:
-        """Another consumer whose claim records a fence of our commits since ``commits_since``."""
+        """Another consumer (or the fencer) whose claim records a fence of our commits since
+        ``commits_since``; with a ``fence_authority``, only its notes count."""
         for holder in sorted(self.view):
             record = self.view[holder]
             if holder == self.consumer or not isinstance(record, ClaimRecord):
+                continue
+            if self.fence_authority is not None and holder != self.fence_authority:
                 continue
             noted = record.fences.get(self.consumer)
             if noted is not None and noted[0] == self.incarnation and noted[1] >= self.commits_since:
@@ -393,18 +416,8 @@ class Handover:
         return None
 
     def _fence_notes(self) -> tuple[tuple[str, Version], ...]:
-        """The fences our claims carry: each holder we fence, until our view shows that
-        incarnation of it stopped reading (a newer claim of it that is not a reading one) or
-        replaced by a newer incarnation. Kept that long, a fenced pipeline that reopens its
-        producer learns it was replaced even if its clock let it believe its lease still ran."""
-        notes = []
-        for holder, version in sorted(self.fence_intents.items()):
-            record = self.view.get(holder)
-            if isinstance(record, ClaimRecord) and record.incarnation == version[0] and (
-                record.version == version or record.state in ("reading", "stopping")
-            ):
-                notes.append((holder, version))
-        return tuple(notes)
+        """The fences our claims carry (or, with a fencer, ask for): ``still_fenced``."""
+        return tuple((h, v) for h, v in sorted(self.fence_intents.items()) if still_fenced(self.view, h, v))
 
     def _write(self, generation: int, holds: Holds, state: str, now: float) -> Write | Wait:
         if now < self.retry_at:
@@ -552,6 +565,13 @@ class Handover:
             expires = self.first_seen[(holder, record.version)] + record.lease
             if self.view_read_at >= expires:  # a read a whole lease later still shows it: gone
                 if (holder, record.version) not in self.fenced:
+                    if self.waiting_since is None:
+                        self.waiting_since = now
+                    if now - self.waiting_since >= self.handover_timeout:  # a fence that never succeeds ends the wait too
+                        who = "the fencer did not fence it" if self.fence_authority else "fencing it kept failing"
+                        self.ending = "handover-timeout"
+                        self.blockers = (Blocker(holder, record.generation, overlap, expires, f"its lease ran out; {who}"),)
+                        return self.next(now)
                     self.fence_intents[holder] = record.version
                     assert self.written is not None
                     if self.written.fences.get(holder) != record.version:
@@ -605,4 +625,5 @@ __all__ = [
     "Wait",
     "Write",
     "names",
+    "still_fenced",
 ]

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign import plan as plan_io
 from spark_lag_assign.consume.options import (
     TopicPartition,
     offsets_json,
@@ -16,6 +15,7 @@ from spark_lag_assign.consume.options import (
     tp_names,
 )
 from spark_lag_assign.errors import ConsumerNotInPlanError, InputError, NothingAssignedError, PlanError
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import Store, open_store
 
 if TYPE_CHECKING:

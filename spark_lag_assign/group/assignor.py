@@ -53,6 +53,7 @@ from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor, Reba
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from spark_lag_assign.assignors import assign as plan_assign, get_strategy
+from spark_lag_assign.core.quality import quality
 from spark_lag_assign.errors import StrategyError, one_line
 from spark_lag_assign.group.lagsource import LagSource
 from spark_lag_assign.group.memberdata import (
@@ -66,7 +67,6 @@ from spark_lag_assign.group.memberdata import (
     read_member,
     settle_claims,
 )
-from spark_lag_assign.metrics import quality
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,9 @@ class GroupAssignor(AbstractPartitionAssignor):
         if claims.conflicts:
             log.warning(
                 "%s: %d partition(s) claimed by two members in one generation (e.g. %s-%d); neither keeps them",
-                self.name, len(claims.conflicts), *claims.conflicts[0],
+                self.name,
+                len(claims.conflicts),
+                *claims.conflicts[0],
             )
         # cooperative: a partition promised in the last round counts as its new owner's, so a
         # plan made again mid-move starts from that round's target, not from its half-done state
@@ -286,8 +288,15 @@ class GroupAssignor(AbstractPartitionAssignor):
         log.info(
             "%s: %d partition(s) of %d topic(s) to %d member(s), lags from %s; optimality %.3f, count spread %d, "
             "%d moved%s in %.0f ms",
-            self.name, len(plan), len(topics), len(infos), source, rebalance.optimality, rebalance.count_spread,
-            moved, f", {deferred} left for the next round" if deferred else (" (round 2)" if reused else ""),
+            self.name,
+            len(plan),
+            len(topics),
+            len(infos),
+            source,
+            rebalance.optimality,
+            rebalance.count_spread,
+            moved,
+            f", {deferred} left for the next round" if deferred else (" (round 2)" if reused else ""),
             1000 * rebalance.seconds,
         )
         return result, rebalance
@@ -351,8 +360,14 @@ def _partitions(cluster: Any, topics: Sequence[str]) -> pd.DataFrame:
 
 
 def _empty_plan() -> pd.DataFrame:
-    return pd.DataFrame({"consumer": pd.Series([], dtype=object), "topic": pd.Series([], dtype=object),
-                         "partition": pd.Series([], dtype=np.int64), "lag": pd.Series([], dtype=np.int64)})
+    return pd.DataFrame(
+        {
+            "consumer": pd.Series([], dtype=object),
+            "topic": pd.Series([], dtype=object),
+            "partition": pd.Series([], dtype=np.int64),
+            "lag": pd.Series([], dtype=np.int64),
+        }
+    )
 
 
 def assignor_class(strategy: str, *, cooperative: bool = False) -> type[GroupAssignor]:
@@ -368,7 +383,6 @@ def assignor_class(strategy: str, *, cooperative: bool = False) -> type[GroupAss
     }
     title = "".join(part.capitalize() for part in strategy.split("-"))
     return type(f"{'Cooperative' if cooperative else ''}{title}Assignor", (GroupAssignor,), attrs)
-
 
 
 class LagAssignor(GroupAssignor):

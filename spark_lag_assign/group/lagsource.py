@@ -8,7 +8,7 @@ thread of its own, every ``interval_s`` seconds, and keeps the latest ``LagSnaps
 the assignor takes the snapshot as it stands at the rebalance (a reference read, no lock
 held across I/O), and balances by count if there is none.
 
-The lag rules are those of ``spark_lag_assign.lag`` (``compute_lag``), resets included.
+The lag rules are those of ``spark_lag_assign.core.lag`` (``compute_lag``), resets included.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from spark_lag_assign.core.lag import check_reset, compute_lag
 from spark_lag_assign.errors import ConfigError, one_line
-from spark_lag_assign.lag import check_reset, compute_lag
 
 log = logging.getLogger(__name__)
 
-#: reads the offsets table (``spark_lag_assign.lag.OFFSET_COLUMNS``) of the given topics
+#: reads the offsets table (``spark_lag_assign.core.lag.OFFSET_COLUMNS``) of the given topics
 OffsetsReader = Callable[[Sequence[str]], pd.DataFrame]
 
 
@@ -86,7 +86,7 @@ class AdminOffsetsReader:
         from kafka import KafkaAdminClient
         from kafka.structs import TopicPartition
 
-        from spark_lag_assign.offsets import _offsets_table, _retrying
+        from spark_lag_assign.extract.offsets import _offsets_table, _retrying
 
         deadline = time.monotonic() + self.timeout_ms / 1000
         if self._admin is None:
@@ -104,7 +104,9 @@ class AdminOffsetsReader:
                 return pd.DataFrame(columns=["topic", "partition", "beginning_offset", "end_offset", "committed_offset"])
             described = _retrying("describing topics", lambda: admin.describe_topics(chosen), deadline)
             tps = sorted(
-                TopicPartition(t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"])
+                TopicPartition(
+                    t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"]
+                )
                 for t in described
                 for p in t["partitions"]
             )
@@ -156,9 +158,7 @@ class GroupLagMonitor:
         self.group_id = group_id
         self.reset = check_reset(reset)
         self.interval_s = float(interval_s)
-        self._reader: OffsetsReader = reader or AdminOffsetsReader(
-            str(bootstrap_servers), group_id, client_options, timeout_ms
-        )
+        self._reader: OffsetsReader = reader or AdminOffsetsReader(str(bootstrap_servers), group_id, client_options, timeout_ms)
         self._lock = threading.Lock()
         self._topics: frozenset[str] = frozenset(topics)
         self._snapshot: LagSnapshot | None = None
@@ -234,7 +234,9 @@ class GroupLagMonitor:
                 if not self._failing:
                     log.warning(
                         "lag monitor of group %s: cannot read lags (%s); retrying every %.1f s",
-                        self.group_id, one_line(exc), self.interval_s,
+                        self.group_id,
+                        one_line(exc),
+                        self.interval_s,
                     )
                     self._failing = True
             self._wake.wait(self.interval_s)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from spark_lag_assign.errors import ConfigError
 from spark_lag_assign.store.base import (
+    FENCER,
     ClaimFencedError,
     ClaimRecord,
     Claims,
@@ -27,12 +28,15 @@ from spark_lag_assign.store.base import (
     PublishFencedError,
     Store,
     StoreError,
+    StoreNotAuthorizedError,
 )
 
 #: schemes of object stores: no atomic rename, no exclusive create that readers can rely on
 NO_ATOMIC_RENAME = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss", "cos", "r2"})
-#: what Kafka allows in a topic name, less what the store adds around the name
-KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
+#: a plan name of the Kafka store: it starts every topic and transactional id of the store,
+#: where "." separates the parts, so no name may hold one (a prefix ACL on "orders." must
+#: not cover another store's "orders.eu.plans")
+KAFKA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,10 @@ def parse_uri(uri: str) -> StoreURI:
             raise ConfigError(f"store {uri}: expected kafka://HOST:PORT[,HOST:PORT]/NAME")
         if not name:
             raise ConfigError(f"store {uri}: no plan name after the servers (kafka://HOST:PORT/NAME)")
-        if not KAFKA_NAME.fullmatch(name) or name in (".", ".."):
+        if not KAFKA_NAME.fullmatch(name):
             raise ConfigError(
-                f"store {uri}: plan name {name!r} cannot name Kafka topics: use letters, digits, '.', '_' or '-' (at most 200)"
+                f"store {uri}: plan name {name!r} cannot start Kafka topic names: use letters, digits, '_' or '-' "
+                "(at most 100, not starting with a symbol; '.' separates the parts of the store's names)"
             )
         return StoreURI(uri, "kafka", servers, name)
     if scheme == "file":
@@ -107,6 +112,7 @@ def open_store(uri: str, *, client_options: Mapping[str, Any] | None = None, **s
 
 
 __all__ = [
+    "FENCER",
     "ClaimFencedError",
     "ClaimRecord",
     "ClaimWriter",
@@ -116,6 +122,7 @@ __all__ = [
     "Publisher",
     "Store",
     "StoreError",
+    "StoreNotAuthorizedError",
     "StoreURI",
     "open_store",
     "parse_uri",

@@ -29,8 +29,14 @@ Claims
     the id over and fences every older writer of it (an earlier incarnation of the same
     pipeline: a restarted driver fences its zombie). A fenced writer's ``write`` raises
     ``ClaimFencedError`` and writes nothing: "I am the zombie: stop reading now".
-  - ``claims()`` reads to the end: it returns every consumer's newest claim, including
-    every claim whose write returned before the call began (read-your-writes).
+  - ``claims()`` reads to the end: it returns the newest claim of every consumer that a plan
+    of the store named, and of the fencer (``FENCER``), including every claim whose write
+    returned before the call began (read-your-writes). A consumer that no plan named yet is
+    seen too once the backend finds it (the Kafka store lists the claims topics at a
+    reader's first read and again within 30 s; a directory lists them at every read).
+  - Only a consumer's own claim writer can write its claims where the backend can enforce
+    it (the Kafka store: a topic per consumer, for an ACL; a directory: a directory per
+    consumer, for file permissions).
   - Each claim written carries the writer's ``incarnation`` and a ``seq`` that grows with
     every write of that incarnation, so a reader can tell a renewal from a stale record.
 
@@ -50,18 +56,24 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign.errors import PlanError, SparkLagAssignError
+from spark_lag_assign.errors import NotAuthorizedError, PlanError, SparkLagAssignError
 
 if TYPE_CHECKING:
-    from spark_lag_assign.plan import Plan
+    from spark_lag_assign.plan.build import Plan
 
 TopicPartition = tuple[str, int]
 #: a claim's version: (incarnation, seq); what a fence note names
 Version = tuple[str, int]
+#: the claims key of the fencer (``spark-lag-assign fencer``): no consumer id begins with "_"
+FENCER = "_fencer"
 
 
 class StoreError(PlanError):
     """The store could not be reached, read or written (one line: which store, what failed)."""
+
+
+class StoreNotAuthorizedError(StoreError, NotAuthorizedError):
+    """The store's cluster refused a request for want of an ACL; the message names it."""
 
 
 class FencedError(SparkLagAssignError):
@@ -153,9 +165,7 @@ class ClaimRecord:
             holds = doc["holds"]
             if not isinstance(holds, dict):
                 raise TypeError("holds")
-            parts = frozenset(
-                (str(t), _int(p, "partition")) for t, ps in holds.items() for p in _list(ps, "holds")
-            )
+            parts = frozenset((str(t), _int(p, "partition")) for t, ps in holds.items() for p in _list(ps, "holds"))
             record = cls(
                 consumer=_str(doc["consumer"], "consumer"),
                 incarnation=_str(doc["incarnation"], "incarnation"),
@@ -241,9 +251,7 @@ class Publisher(ABC):
     def __enter__(self) -> Publisher:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
 
@@ -284,9 +292,7 @@ class ClaimWriter(ABC):
     def __enter__(self) -> ClaimWriter:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
 
@@ -348,9 +354,7 @@ class Store(ABC):
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
 
@@ -359,6 +363,7 @@ def _versions(claims: Claims) -> dict[str, object]:
 
 
 __all__ = [
+    "FENCER",
     "ClaimFencedError",
     "ClaimRecord",
     "ClaimWriter",

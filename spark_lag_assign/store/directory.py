@@ -41,27 +41,21 @@ writer left open) counts as damage, like a bad checksum, never as a failure of t
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import hashlib
 import json
 import logging
 import os
 import posixpath
 import re
-import shutil
 import socket
 import threading
 import time
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign import atomic
 from spark_lag_assign.errors import ConfigError, InputError
 from spark_lag_assign.store.base import (
     ClaimFencedError,
@@ -75,10 +69,12 @@ from spark_lag_assign.store.base import (
     TopicPartition,
     Version,
 )
+from spark_lag_assign.store.fs import FileSystem, LocalFileSystem, UnreadableFileError
 
 if TYPE_CHECKING:
-    from spark_lag_assign.plan import Plan
+    from spark_lag_assign.plan.build import Plan
     from spark_lag_assign.store import StoreURI
+
 
 log = logging.getLogger(__name__)
 
@@ -95,196 +91,6 @@ _CLAIM = re.compile(r"^(\d{10,})\.json$")
 #: temp files of exclusive creates and of links) and ``.trash.<uuid>`` (a deletion under way)
 _LEFTOVER = re.compile(r"^\.(?:.+\.[0-9a-f]{32}\.tmp|trash\.[0-9a-f]{32})$")
 _TRASH = re.compile(r"^\.trash\.[0-9a-f]{32}$")
-
-
-# -- the file system -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One name in a directory listing."""
-
-    name: str
-    is_dir: bool
-    mtime: float  # seconds since the epoch, by the file system's clock
-
-
-class UnreadableFileError(OSError):
-    """A file exists but its bytes cannot be had (missing blocks, still open by a dead writer)."""
-
-
-class FileSystem(ABC):
-    """What the store needs of a file system, with HDFS's atomicity; failures raise OSError.
-
-    Paths are strings joined with ``/`` (a local absolute path, or a Hadoop URI).
-    """
-
-    @abstractmethod
-    def mkdirs(self, path: str) -> None:
-        """Create a directory and its parents; an existing one is fine."""
-
-    @abstractmethod
-    def write(self, path: str, data: bytes) -> None:
-        """Write a whole file (replacing it) and make it durable: only for names nobody else uses."""
-
-    def write_all(self, files: Sequence[tuple[str, bytes]]) -> None:
-        """``write`` each of ``files`` (path, bytes); all durable when it returns."""
-        for path, data in files:
-            self.write(path, data)
-
-    @abstractmethod
-    def create(self, path: str, data: bytes) -> bool:
-        """Create a complete, durable file only if ``path`` does not exist: False if it does.
-
-        Of two racing creators of one path exactly one gets True, and no reader ever sees the
-        file partly written.
-        """
-
-    @abstractmethod
-    def rename(self, src: str, dst: str) -> bool:
-        """Rename a file or directory unless ``dst`` exists (then False, nothing moved)."""
-
-    @abstractmethod
-    def read(self, path: str) -> bytes | None:
-        """A whole file, or None if it does not exist; ``UnreadableFileError`` if it exists
-        but cannot be read whole."""
-
-    @abstractmethod
-    def list(self, path: str) -> list[Entry]:
-        """The entries of a directory; empty if it does not exist."""
-
-    @abstractmethod
-    def delete(self, path: str, recursive: bool = False) -> bool:
-        """Delete a file or directory (with ``recursive``, its contents); False if it did not exist."""
-
-    def symlink(self, target: str, link: str) -> bool:
-        """Point ``link`` at ``target`` atomically, unless ``link`` is something else than a
-        symlink; False where the file system has no symlinks (they are a convenience only)."""
-        return False
-
-    def close(self) -> None:
-        """Release the client (the store calls it when it is closed)."""
-
-
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
-
-
-def _libc_renameat2() -> Any:
-    try:
-        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    except OSError:
-        return None
-
-
-class LocalFileSystem(FileSystem):
-    """POSIX: exclusive create is a fsynced temp file hard-linked to its final name (``link``
-    fails if the name exists); no-overwrite rename is ``renameat2(RENAME_NOREPLACE)``."""
-
-    def __init__(self) -> None:
-        self._renameat2 = _libc_renameat2()
-
-    def mkdirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
-
-    def write(self, path: str, data: bytes) -> None:
-        atomic.write_durably(path, data)
-
-    def write_all(self, files: Sequence[tuple[str, bytes]]) -> None:
-        atomic.write_all_durably(files)
-
-    def create(self, path: str, data: bytes) -> bool:
-        directory = os.path.dirname(path)
-        with atomic.staged(path) as tmp:
-            self.write(tmp, data)
-            try:
-                os.link(tmp, path)
-                created = True
-            except FileExistsError:
-                created = False
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
-                    raise
-                created = self._rename_noreplace(tmp, path)  # a mount without hard links
-        if created:
-            atomic.fsync_dir(directory)
-        return created
-
-    def rename(self, src: str, dst: str) -> bool:
-        if not self._rename_noreplace(src, dst):
-            return False
-        atomic.fsync_dir(os.path.dirname(dst))
-        return True
-
-    def _rename_noreplace(self, src: str, dst: str) -> bool:
-        if self._renameat2 is not None:
-            result = self._renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
-            if result == 0:
-                return True
-            code = ctypes.get_errno()
-            if code == errno.EEXIST:
-                return False
-            if code not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
-                raise OSError(code, os.strerror(code), src, None, dst)
-        # no renameat2 here: rename fails on an existing non-empty directory, so only an
-        # empty directory or a file created at ``dst`` in between could be replaced
-        if os.path.lexists(dst):
-            return False
-        try:
-            os.rename(src, dst)
-        except OSError as exc:
-            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                return False
-            raise
-        return True
-
-    def read(self, path: str) -> bytes | None:
-        try:
-            with open(path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            return None
-
-    def list(self, path: str) -> list[Entry]:
-        try:
-            scan = os.scandir(path)
-        except FileNotFoundError:
-            return []
-        out: list[Entry] = []
-        with scan:
-            for e in scan:
-                try:
-                    st = e.stat(follow_symlinks=False)
-                    out.append(Entry(e.name, e.is_dir(follow_symlinks=False), st.st_mtime))
-                except FileNotFoundError:  # deleted while listed
-                    continue
-        return out
-
-    def delete(self, path: str, recursive: bool = False) -> bool:
-        try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                if recursive:
-                    shutil.rmtree(path, onerror=_ignore_vanished)
-                else:
-                    os.rmdir(path)
-            else:
-                os.unlink(path)
-        except FileNotFoundError:
-            return False
-        return True
-
-    def symlink(self, target: str, link: str) -> bool:
-        if os.path.lexists(link) and not os.path.islink(link):
-            return False
-        with atomic.staged(link) as tmp:
-            os.symlink(target, tmp)
-            os.replace(tmp, link)
-        return True
-
-
-def _ignore_vanished(function: Any, path: str, exc_info: Any) -> None:
-    if not isinstance(exc_info[1], FileNotFoundError):
-        raise exc_info[1]
 
 
 # -- the store -----------------------------------------------------------------------------------
@@ -320,9 +126,7 @@ def _safe_name(name: str) -> str:
 class DirectoryStore(Store):
     """Plans and claims as immutable files in one directory (see the module docstring)."""
 
-    def __init__(
-        self, parsed: StoreURI, *, history: int = 20, poll: float = 0.2, fs: FileSystem | None = None
-    ) -> None:
+    def __init__(self, parsed: StoreURI, *, history: int = 20, poll: float = 0.2, fs: FileSystem | None = None) -> None:
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise ConfigError(f"store {parsed.uri}: history must be a whole number of at least 1, not {history!r}")
         if isinstance(poll, bool) or not isinstance(poll, int | float) or not poll > 0:
@@ -363,6 +167,16 @@ class DirectoryStore(Store):
         """Every generation number with a manifest, damaged or not, ascending."""
         return sorted(int(m.group(1)) for e in self._fs.list(self._generations) if (m := _MANIFEST.match(e.name)))
 
+    def _missing_dirs(self, path: str) -> list[str]:
+        """The directories from the outermost missing one down to ``path`` that do not exist yet."""
+        missing: list[str] = []
+        while True:
+            parent, name = posixpath.split(path.rstrip("/"))
+            if not name or parent == path or any(e.name == name and e.is_dir for e in self._fs.list(parent)):
+                return list(reversed(missing))
+            missing.append(path)
+            path = parent
+
     def _taken(self) -> int:
         """The highest generation number in use: manifests, and directories without one
         (a half-deleted generation, or one written by an older version of this tool)."""
@@ -375,7 +189,7 @@ class DirectoryStore(Store):
 
     def _read(self, generation: int, parse: bool = True) -> Plan | bool | str | None:
         """One generation: the plan (or True unparsed) if complete, a reason if damaged, None if gone."""
-        from spark_lag_assign.planformat import PlanFormatError, parse_plan
+        from spark_lag_assign.plan.document import PlanFormatError, parse_plan
 
         try:
             raw = self._fs.read(self._path(f"{generation:06d}.manifest.json"))
@@ -461,7 +275,7 @@ class DirectoryStore(Store):
     # -- plans: writing
 
     def _publish(self, plan: Plan) -> None:
-        from spark_lag_assign.plan import assign_json, plan_json, starting_offsets_json
+        from spark_lag_assign.plan.build import assign_json, plan_json, starting_offsets_json
 
         generation = plan["generation"]
         name = f"{generation:06d}"
@@ -653,10 +467,23 @@ class _DirectoryPublisher(Publisher):
 
     def __init__(self, store: DirectoryStore) -> None:
         self._store = store
+        self._published = False
         with store._io("open the generations for writing"):
+            # created now, so that an unwritable store fails before any planning; removed
+            # again by close() if nothing was published, so a failed run leaves nothing behind
+            self._created = store._missing_dirs(store._generations)
             store._fs.mkdirs(store._generations)
             self._next = store._taken() + 1
             self._previous = store._latest()
+
+    def close(self) -> None:
+        if not self._published:
+            for path in reversed(self._created):  # innermost first, and only while still empty
+                try:
+                    if not self._store._fs.list(path):
+                        self._store._fs.delete(path)
+                except OSError:
+                    break
 
     def previous(self) -> Plan | None:
         return self._previous
@@ -665,7 +492,7 @@ class _DirectoryPublisher(Publisher):
         return self._next
 
     def publish(self, plan: Plan) -> None:
-        from spark_lag_assign.planformat import check_plan
+        from spark_lag_assign.plan.document import check_plan
 
         generation = plan.get("generation") if isinstance(plan, dict) else None
         if generation != self._next:
@@ -682,6 +509,7 @@ class _DirectoryPublisher(Publisher):
             except OSError:
                 pass
             raise
+        self._published = True
         self._previous, self._next = plan, self._next + 1
 
 
@@ -781,4 +609,4 @@ class _DirectoryClaimWriter(ClaimWriter):
             return False
 
 
-__all__ = ["DirectoryStore", "Entry", "FileSystem", "LocalFileSystem", "UnreadableFileError", "hadoop_store"]
+__all__ = ["DirectoryStore", "hadoop_store"]

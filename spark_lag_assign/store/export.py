@@ -29,18 +29,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from spark_lag_assign.atomic import write_atomically
 from spark_lag_assign.errors import PlanError
+from spark_lag_assign.extract.atomic import write_atomically
 from spark_lag_assign.store import NO_ATOMIC_RENAME
 
 if TYPE_CHECKING:
-    from spark_lag_assign.plan import Plan
+    from spark_lag_assign.plan.build import Plan
 
 _JSON = re.compile(r"^[^.].*\.json$")
 
 
 def _files(plan: Plan) -> dict[str, bytes]:
-    from spark_lag_assign.plan import assign_json, check_plan, plan_json, starting_offsets_json
+    from spark_lag_assign.plan.build import assign_json, check_plan, plan_json, starting_offsets_json
 
     check_plan(plan, "export")
     parts = {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
@@ -87,9 +87,7 @@ def _export_local(root: str, files: dict[str, bytes], uri: str) -> list[str]:
     return written
 
 
-def _export_hadoop(
-    root: str, scheme: str, files: dict[str, bytes], uri: str, hadoop_conf: Mapping[str, str] | None
-) -> list[str]:
+def _export_hadoop(root: str, scheme: str, files: dict[str, bytes], uri: str, hadoop_conf: Mapping[str, str] | None) -> list[str]:
     from spark_lag_assign.store.hadoop import HadoopFileSystem
 
     atomic = scheme not in NO_ATOMIC_RENAME

@@ -17,7 +17,7 @@ which spark-submit puts on its classpath). Each store has its own ``FileSystem``
 (``FileSystem.newInstance``), so two store objects are two HDFS clients with two leases, as
 two hosts would be, and closing a store never closes Spark's cached instance.
 
-Atomicity, as ``spark_lag_assign.store.directory.FileSystem`` requires:
+Atomicity, as ``spark_lag_assign.store.fs.FileSystem`` requires:
 
 - exclusive create of a complete file: the data goes to a temp file
   (``.<name>.<uuid>.tmp`` beside it, created with ``overwrite=false``), which is closed,
@@ -53,7 +53,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from spark_lag_assign.errors import ConfigError
-from spark_lag_assign.store.directory import Entry, FileSystem, UnreadableFileError
+from spark_lag_assign.store.fs import Entry, FileSystem, UnreadableFileError
 
 log = logging.getLogger(__name__)
 
@@ -268,10 +268,7 @@ class HadoopFileSystem(FileSystem):
     def list(self, path: str) -> list[Entry]:
         try:
             statuses = self._fs.listStatus(self._path(path))
-            return [
-                Entry(str(s.getPath().getName()), bool(s.isDirectory()), s.getModificationTime() / 1000.0)
-                for s in statuses
-            ]
+            return [Entry(str(s.getPath().getName()), bool(s.isDirectory()), s.getModificationTime() / 1000.0) for s in statuses]
         except self._Py4JError as exc:
             error = self._error(exc, path)
             if isinstance(error, FileNotFoundError):

@@ -1,4 +1,4 @@
-"""The Kafka backend of the control plane: two compacted single-partition topics per plan name.
+"""The Kafka backend of the control plane: compacted single-partition topics per plan name.
 
 ``kafka://HOST:PORT[,HOST:PORT]/NAME`` keeps everything in the cluster the pipelines already
 share. The log is the state; every reader keeps a position and a view derived from what it
@@ -7,11 +7,21 @@ has read (as Schema Registry does with ``_schemas``), and reads to the end befor
 Topics (created if missing: ``cleanup.policy=compact``, 1 partition, replication factor
 min(3, brokers), ``max.message.bytes`` 1 MiB; validated if present)::
 
-    NAME.plans    g/0000000007/plan/0000           the plan's header fields (consumers: null), chunked
-                  g/0000000007/c/<consumer>/0000   one consumer's entry as JSON, chunked
-                  g/0000000007/manifest            written LAST: generation, header chunks,
-                                                   [consumer, chunks] in order, record count, sha256
-    NAME.claims   <consumer>                       ClaimRecord.to_json(), newest wins
+    NAME.plans               g/0000000007/plan/0000           the plan's header fields (consumers: null), chunked
+                             g/0000000007/c/<consumer>/0000   one consumer's entry as JSON, chunked
+                             g/0000000007/manifest            written LAST: generation, header chunks,
+                                                              [consumer, chunks] in order, record count, sha256
+    NAME.claims.<consumer>   <consumer>                       ClaimRecord.to_json(), newest wins
+    NAME.claims._fencer      _fencer                          the fencer's record (service fencing)
+
+Each consumer writes its claims into a topic of its own, so that an ACL can let exactly one
+principal write them (WRITE on ``Topic:NAME.claims.<consumer>``, literal) while every
+pipeline reads all of them (READ on ``Topic:NAME.claims.``, prefixed): no pipeline can forge
+another's claim, and a writer that leaves a transaction open holds back only its own topic.
+Plan and consumer names hold no ".", which separates the parts of every topic and
+transactional id, so no prefix of one store's or consumer's names covers another's. The
+planner creates the claims topics of the consumers a plan names before it publishes it; a
+claim writer creates its own if it is missing (and it may).
 
 Chunks hold at most 256 KiB (a record over ~1 MB is refused by the broker), compressed with
 gzip in batches of at most 512 KiB. The sha256 covers every record the manifest names, in
@@ -27,10 +37,13 @@ than the newest ``history`` (default 20), so that compaction removes them.
 
 Claims: each consumer id writes under ``spark-lag-assign.NAME.claim.<consumer>``, one record
 per short transaction, with a low ``transaction_timeout_ms`` (``claim_transaction_timeout_ms``,
-10 s): a writer that dies inside a transaction holds back the topic's last stable offset,
-hiding every later claim from read_committed readers until the broker aborts it (the timeout
+10 s): a writer that dies inside a transaction holds back its topic's last stable offset,
+hiding its later claims from read_committed readers until the broker aborts it (the timeout
 plus up to ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s by default)
-or a new incarnation of the same consumer calls ``init_transactions()``.
+or a new incarnation of the same consumer calls ``init_transactions()``; other consumers'
+claims are not held back. A reader reads the claims topics of every consumer that a plan it
+has read named (the plans topic is read first), of the fencer, and of every claims topic the
+cluster listed when the reader opened or at most 30 s ago.
 
 Read-your-writes: ``commit_transaction()`` returns before the coordinator has written the
 commit markers, so ``publish`` and ``write`` return only once the store's own read_committed
@@ -51,13 +64,14 @@ CRC32C, on this development machine (``tests/integration/test_kafka_store.py`` p
   ``latest()`` returns a fresh document) in ~0.13 s.
 - a claim ``write``: median ~9-14 ms, of which ~3.5 ms (up to ~80 ms) is the wait from
   ``commit_transaction()`` returning until the record is readable with read_committed;
-  ``claims()`` with nothing new: ~1 ms (one ListOffsets request).
+  ``claims()`` with nothing new: ~1-2 ms (a ListOffsets request for the plans topic, one for
+  the claims topics).
 - a reader blocked in ``wait_for_plan`` / ``wait_for_claims`` returns ~15-35 ms after the
   publish or write *began*, i.e. within a few ms of its commit becoming visible.
 - a claim writer SIGKILLed inside a transaction, with the default 10 s transaction timeout:
-  other consumers' claims stayed hidden for ~16 s (the timeout, then the broker's abort
-  sweep every ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s), or
-  until a new incarnation of the same consumer took its transactional id over.
+  its later claims stayed hidden for ~16 s (the timeout, then the broker's abort sweep every
+  ``transaction.abort.timed.out.transaction.cleanup.interval.ms``, 10 s), or until a new
+  incarnation of the same consumer took its transactional id over; others' were not.
 
 A writer paused for longer than its transaction timeout inside a transaction is aborted by
 the broker and its producer epoch bumped; its next write is then refused as fenced, which
@@ -80,9 +94,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spark_lag_assign.errors import ConfigError, one_line
-from spark_lag_assign.plan import Plan, check_consumer_ids
-from spark_lag_assign.planformat import check_plan, parse_plan_parts
+from spark_lag_assign.extract.acls import Acl, cluster, not_authorized
+from spark_lag_assign.plan.build import Plan, check_consumer_ids
+from spark_lag_assign.plan.document import check_plan, parse_plan_parts
 from spark_lag_assign.store.base import (
+    FENCER,
     ClaimFencedError,
     ClaimRecord,
     Claims,
@@ -91,6 +107,7 @@ from spark_lag_assign.store.base import (
     PublishFencedError,
     Store,
     StoreError,
+    StoreNotAuthorizedError,
     TopicPartition,
     Version,
     _now,
@@ -107,7 +124,9 @@ BATCH_BYTES = 512 * 1024
 MAX_MESSAGE_BYTES = 1024 * 1024
 MANIFEST_FORMAT = 1
 PLANS_SUFFIX = ".plans"
-CLAIMS_SUFFIX = ".claims"
+CLAIMS_INFIX = ".claims."
+#: how often a claims reader lists the cluster's claims topics anew (consumers no plan named yet)
+RELIST_SECONDS = 30.0
 
 _FENCED = ("ProducerFenced", "InvalidProducerEpoch", "TransactionCoordinatorFenced")
 
@@ -116,9 +135,19 @@ class TopicLayoutError(StoreError, ConfigError):
     """A store topic exists but cannot hold the store (partitions, cleanup policy, size limit)."""
 
 
-def topic_names(name: str) -> tuple[str, str]:
-    """The plans and claims topics of a plan name."""
-    return name + PLANS_SUFFIX, name + CLAIMS_SUFFIX
+def plans_topic(name: str) -> str:
+    """The plans topic of a plan name."""
+    return name + PLANS_SUFFIX
+
+
+def claims_prefix(name: str) -> str:
+    """What every claims topic of a plan name begins with (a prefixed READ ACL on it reads them all)."""
+    return name + CLAIMS_INFIX
+
+
+def claims_topic(name: str, consumer: str) -> str:
+    """The topic ``consumer`` (or the fencer, ``FENCER``) writes its claims to."""
+    return claims_prefix(name) + consumer
 
 
 def planner_transactional_id(name: str) -> str:
@@ -150,6 +179,12 @@ def _generation_of(key: str) -> int | None:
     if len(parts) == 3 and parts[0] == "g" and len(parts[1]) == 10 and parts[1].isdigit():
         return int(parts[1])
     return None
+
+
+def _consumer_of(key: str) -> str | None:
+    """The consumer a plan record's key names (``g/<generation>/c/<consumer>/<chunk>``), if any."""
+    parts = key.split("/")
+    return parts[3] if len(parts) == 5 and parts[2] == "c" else None
 
 
 def _chunks(data: bytes) -> list[bytes]:
@@ -207,40 +242,39 @@ def _is_fenced(exc: BaseException) -> bool:
     return any(name in text for name in _FENCED)
 
 
-def _acl_hint(exc: BaseException, topic_acl: tuple[str, str] | None, transactional_id: str | None, cluster_op: str) -> str | None:
-    """The ACL a refused request needs, named the way ``kafka-acls`` takes it, or None."""
-    text = f"{type(exc).__name__} {exc}"
-    if "TransactionalIdAuthorizationFailed" in text and transactional_id:
-        return f"not authorized: grant WRITE and DESCRIBE on TransactionalId:{transactional_id} to this principal"
-    if "ClusterAuthorizationFailed" in text:
-        return f"not authorized: grant {cluster_op} on Cluster:kafka-cluster to this principal"
-    if "TopicAuthorizationFailed" in text and topic_acl:
-        operation, topic = topic_acl
-        return f"not authorized: grant {operation} on Topic:{topic} to this principal"
-    return None
-
-
 class _TopicLog:
-    """One single-partition topic read with ``read_committed``: a position, and the records
-    handed to ``apply`` in log order. One consumer, opened on first use and kept."""
+    """Single-partition topics read with ``read_committed``: a position in each, and each one's
+    records handed to ``apply(topic, record)`` in log order. One consumer, opened on first use
+    and kept; topics are added with ``add`` and read from their beginning."""
 
-    def __init__(self, store: KafkaStore, topic: str, apply: Callable[[Any], None], fetch_bytes: int) -> None:
+    def __init__(
+        self,
+        store: KafkaStore,
+        apply: Callable[[str, Any], None],
+        fetch_bytes: int,
+        topics: Iterable[str] = (),
+        read_acl: Callable[[str], Acl] = lambda topic: Acl("READ", "Topic", topic),
+    ) -> None:
         self.store = store
-        self.topic = topic
         self.apply = apply
+        self.read_acl = read_acl  # what a refused read lacks: the topic's READ, or a prefix's
         self.fetch_bytes = fetch_bytes
         self.lock = threading.RLock()
+        self.topics: list[str] = list(topics)
         self._consumer: Any = None
-        self._tp: Any = None
+
+    def _tps(self, topics: Iterable[str]) -> list[Any]:
+        from kafka.structs import TopicPartition as KafkaTP
+
+        return [KafkaTP(t, 0) for t in topics]
 
     def _open(self) -> Any:
         if self._consumer is None:
             from kafka import KafkaConsumer
-            from kafka.structs import TopicPartition as KafkaTP
 
             consumer = self.store._client(
                 KafkaConsumer,
-                f"reading {self.topic}",
+                f"reading {', '.join(self.topics) or 'the store'}",
                 group_id=None,
                 enable_auto_commit=False,
                 isolation_level="read_committed",
@@ -248,56 +282,105 @@ class _TopicLog:
                 max_partition_fetch_bytes=self.fetch_bytes,
                 fetch_max_wait_ms=500,
             )
-            self._tp = KafkaTP(self.topic, 0)
-            consumer.assign([self._tp])
-            consumer.seek_to_beginning(self._tp)
             self._consumer = consumer
+            self._known(self.topics)
+            tps = self._tps(self.topics)
+            consumer.assign(tps)
+            if tps:
+                consumer.seek_to_beginning(*tps)
         return self._consumer
 
-    def _fail(self, doing: str, exc: BaseException) -> StoreError:
-        return self.store._error(f"{doing} {self.topic}", exc, topic_acl=("READ", self.topic))
+    def add(self, topics: Iterable[str]) -> None:
+        """Read these topics too, from their beginning (topics read already keep their position)."""
+        with self.lock:
+            new = [t for t in dict.fromkeys(topics) if t not in self.topics]
+            if not new:
+                return
+            self.topics += new
+            if self._consumer is not None:
+                self._known(new)
+                self._consumer.assign(self._tps(self.topics))  # kafka-python keeps the positions of those read already
+                self._consumer.seek_to_beginning(*self._tps(new))
 
-    def position(self) -> int:
+    def _known(self, topics: Iterable[str]) -> None:
+        """Wait until the client's metadata has these topics (a topic created a moment ago may
+        not be in it yet, and kafka-python asks nothing of a topic it does not know)."""
+        deadline = time.monotonic() + self.store.timeout
+        for topic in topics:
+            while self._consumer.partitions_for_topic(topic) is None:
+                if time.monotonic() >= deadline:
+                    raise StoreError(f"store {self.store.uri}: topic {topic} did not appear in the cluster's metadata")
+                time.sleep(0.05)
+
+    def listed(self, prefix: str) -> set[str]:
+        """The topics the cluster lists (those this principal may describe) that begin with ``prefix``."""
         from kafka.errors import KafkaError
 
         consumer = self._open()
         try:
-            return int(consumer.position(self._tp, timeout_ms=self.store.timeout_ms))
+            return {t for t in consumer.topics() if t.startswith(prefix)}
         except KafkaError as exc:
-            raise self._fail("reading", exc) from None
+            raise self.store._error(f"listing the topics {prefix}*", exc, [Acl("READ", "Topic", prefix, "prefixed")]) from None
 
-    def end(self) -> int:
-        """The end as a read_committed reader sees it: the last stable offset."""
+    def _fail(self, doing: str, exc: BaseException, topics: Iterable[str]) -> StoreError:
+        topics = list(topics)
+        return self.store._error(f"{doing} {', '.join(topics)}", exc, sorted({self.read_acl(t) for t in topics}))
+
+    def position(self, topic: str) -> int:
         from kafka.errors import KafkaError
 
         consumer = self._open()
+        (tp,) = self._tps([topic])
         try:
-            return int(consumer.end_offsets([self._tp], timeout_ms=self.store.timeout_ms)[self._tp])
+            return int(consumer.position(tp, timeout_ms=self.store.timeout_ms))
         except KafkaError as exc:
-            raise self._fail("reading the end of", exc) from None
+            raise self._fail("reading", exc, [topic]) from None
+
+    def ends(self) -> dict[str, int]:
+        """Each topic's end as a read_committed reader sees it: its last stable offset."""
+        from kafka.errors import KafkaError
+
+        consumer = self._open()
+        if not self.topics:
+            return {}
+        try:
+            found = consumer.end_offsets(self._tps(self.topics), timeout_ms=self.store.timeout_ms)
+        except KafkaError as exc:
+            raise self._fail("reading the end of", exc, self.topics) from None
+        return {tp.topic: int(offset) for tp, offset in found.items()}
 
     def poll(self, timeout: float) -> int:
         """One long poll: returns as soon as records arrive, or after ``timeout`` seconds."""
         from kafka.errors import KafkaError
 
         consumer = self._open()
+        if not self.topics:
+            time.sleep(max(0.0, timeout))
+            return 0
         try:
             batch = consumer.poll(timeout_ms=max(0, int(timeout * 1000)), max_records=1_000_000)
         except KafkaError as exc:
-            raise self._fail("reading", exc) from None
-        records = batch.get(self._tp, [])
-        for record in records:
-            self.apply(record)
-        return len(records)
+            raise self._fail("reading", exc, self.topics) from None
+        count = 0
+        for tp, records in batch.items():
+            for record in records:
+                self.apply(tp.topic, record)
+            count += len(records)
+        return count
 
-    def read_until(self, target: int, deadline: float, what: str) -> None:
-        """Read until the position reaches ``target`` (an offset below the last stable offset)."""
+    def read_until(self, targets: Mapping[str, int], deadline: float, what: str) -> None:
+        """Read until each topic's position reaches its target (an offset below its last stable offset)."""
         step = 0.01
-        while self.position() < target:
+        behind = [t for t, target in targets.items() if target > 0]
+        while True:
+            behind = [t for t in behind if self.position(t) < targets[t]]
+            if not behind:
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                t = behind[0]
                 raise StoreError(
-                    f"store {self.store.uri}: {what}: {self.topic} did not reach offset {target} within "
+                    f"store {self.store.uri}: {what}: {t} did not reach offset {targets[t]} within "
                     f"{self.store.timeout:g} s (an open transaction holds it back?)"
                 )
             # a poll returns on records only; a tail of commit markers moves the position
@@ -306,14 +389,14 @@ class _TopicLog:
                 step = min(step * 2, 0.2)
 
     def sync(self) -> None:
-        """Read to the end (the last stable offset as of now)."""
+        """Read every topic to its end (the last stable offset as of now)."""
         with self.lock:
-            self.read_until(self.end(), time.monotonic() + self.store.timeout, "reading to the end")
+            self.read_until(self.ends(), time.monotonic() + self.store.timeout, "reading to the end")
 
-    def read_past(self, offset: int, what: str) -> None:
-        """Wait until the record at ``offset`` is readable with read_committed, and read it."""
+    def read_past(self, topic: str, offset: int, what: str) -> None:
+        """Wait until the record at ``offset`` of ``topic`` is readable with read_committed, and read it."""
         with self.lock:
-            self.read_until(offset + 1, time.monotonic() + self.store.timeout, what)
+            self.read_until({topic: offset + 1}, time.monotonic() + self.store.timeout, what)
 
     def close(self) -> None:
         with self.lock:
@@ -335,9 +418,10 @@ class _PlansView:
         self._verdict: dict[int, bool] = {}  # generation -> complete and intact
         self._reported: set[tuple[int, str]] = set()
         self._fresh: tuple[int, Plan] | None = None  # decoded while verifying, handed out once
-        self.log = _TopicLog(store, topic, self._apply, fetch_bytes=8 * 1024 * 1024)
+        self.consumers: set[str] = set()  # every consumer a record of any generation named: their claims are read
+        self.log = _TopicLog(store, self._apply, fetch_bytes=8 * 1024 * 1024, topics=[topic])
 
-    def _apply(self, record: Any) -> None:
+    def _apply(self, topic: str, record: Any) -> None:
         try:
             key = record.key.decode() if record.key is not None else None
         except UnicodeDecodeError:
@@ -346,6 +430,9 @@ class _PlansView:
         if key is None or generation is None:
             log.warning("%s: ignoring a record at offset %d with a foreign key %r", self.topic, record.offset, record.key)
             return
+        consumer = _consumer_of(key)
+        if consumer is not None:
+            self.consumers.add(consumer)
         self.highest = max(self.highest, generation)
         self._verdict.pop(generation, None)
         kept = self.records.setdefault(generation, {})
@@ -430,41 +517,83 @@ class _PlansView:
         newest = self.newest()
         return self.plan(newest) if newest else None
 
+    def consumers_of(self, generation: int) -> list[str]:
+        """The consumers a complete generation names, from its manifest alone."""
+        raw = self.records.get(generation, {}).get(manifest_key(generation))
+        try:
+            return [str(c) for c, _ in json.loads(raw)["consumers"]] if raw is not None else []
+        except (ValueError, KeyError, TypeError):
+            return []
+
     def keys_before(self, generation: int) -> list[str]:
         """Every live key of the generations older than ``generation``."""
         return [k for g in sorted(self.records) if g < generation for k in self.records[g]]
 
 
 class _ClaimsView:
-    """The claims topic as read so far: each key's newest value and its offset."""
+    """The claims topics as read so far: each consumer's newest value and where it was."""
 
-    def __init__(self, store: KafkaStore, topic: str) -> None:
+    def __init__(self, store: KafkaStore) -> None:
         self.store = store
-        self.topic = topic
-        self.values: dict[str, tuple[int, bytes]] = {}
-        self.log = _TopicLog(store, topic, self._apply, fetch_bytes=1024 * 1024)
+        self.prefix = claims_prefix(store.name)
+        self.values: dict[str, tuple[str, int, bytes]] = {}  # consumer -> (topic, offset, value)
+        self.read_acl = Acl("READ", "Topic", self.prefix, "prefixed")
+        self.log = _TopicLog(store, self._apply, fetch_bytes=1024 * 1024, read_acl=lambda _: self.read_acl)
+        self._listed_at = float("-inf")
+        self._absent: set[str] = set()  # wanted at the last listing, no topic then
+        self._unseen: dict[str, str] = {}  # consumers of the newest plan whose claims cannot be read, and why
 
-    def _apply(self, record: Any) -> None:
-        if record.key is None:
-            log.warning("%s: ignoring a record without a key at offset %d", self.topic, record.offset)
+    def _apply(self, topic: str, record: Any) -> None:
+        owner = topic[len(self.prefix) :]
+        key = record.key.decode("utf-8", "replace") if record.key is not None else None
+        if key != owner:  # only the owner may write its topic; a stray key is nobody's claim
+            log.warning(
+                "%s: ignoring a record keyed %r at offset %d (the topic holds %s's claims)", topic, key, record.offset, owner
+            )
             return
-        key = record.key.decode("utf-8", "replace")
         if record.value is None:
-            self.values.pop(key, None)
+            self.values.pop(owner, None)
         else:
-            self.values[key] = (record.offset, record.value)
+            self.values[owner] = (topic, record.offset, record.value)
+
+    def follow(self, consumers: Iterable[str], planned: Iterable[str]) -> None:
+        """Read the claims topics of ``consumers`` (every one a plan named) and of the fencer:
+        the cluster's claims topics are listed again when one of them is not read yet and was
+        not missing at the last listing (a consumer a new plan names: the planner created its
+        topic first), and at least every ``RELIST_SECONDS``. A consumer of the newest plan
+        (``planned``) whose topic stays out of sight has an unreadable claim: it may hold
+        anything (a principal without READ on the claims topics sees none of them listed)."""
+        wanted = {claims_topic(self.store.name, c) for c in (*consumers, FENCER)} - set(self.log.topics)
+        now = time.monotonic()
+        if now - self._listed_at >= RELIST_SECONDS or wanted - self._absent:
+            listed = self.log.listed(self.prefix)
+            self._listed_at = now
+            self._absent = wanted - listed
+            self.log.add(sorted(listed))
+        hidden = [claims_topic(self.store.name, c) for c in planned if claims_topic(self.store.name, c) not in self.log.topics]
+        if hidden:  # a topic the listing hides may be one this principal may not read: ask for it by name
+            from kafka.errors import TopicAuthorizationFailedError
+
+            codes = self.store._describe(hidden)
+            if any(code == TopicAuthorizationFailedError.errno for code in codes.values()):
+                raise self.store._error(f"reading the claims of {self.prefix}*", TopicAuthorizationFailedError(), [self.read_acl])
+        self._unseen = {
+            topic[len(self.prefix) :]: f"its claims topic {topic} does not exist (the planner creates it before it publishes)"
+            for topic in hidden
+        }
 
     def read(self, consumer: str) -> ClaimRecord | str | None:
         if consumer not in self.values:
             return None
-        offset, value = self.values[consumer]
+        topic, offset, value = self.values[consumer]
         try:
             return ClaimRecord.from_json(value, consumer=consumer)
         except ValueError as exc:
-            return f"claim of {consumer} at offset {offset} of {self.topic} is unreadable: {exc}"
+            return f"claim of {consumer} at offset {offset} of {topic} is unreadable: {exc}"
 
     def claims(self) -> Claims:
-        return {consumer: self.read(consumer) for consumer in sorted(self.values)}  # type: ignore[misc]
+        found: Claims = {consumer: self.read(consumer) for consumer in sorted(self.values)}  # type: ignore[misc]
+        return {**self._unseen, **found}
 
 
 class KafkaStore(Store):
@@ -499,12 +628,12 @@ class KafkaStore(Store):
         self.timeout_ms = int(self.timeout * 1000)
         self.claim_transaction_timeout_ms = int(claim_transaction_timeout_ms)
         self.publish_transaction_timeout_ms = int(publish_transaction_timeout_ms)
-        self.plans_topic, self.claims_topic = topic_names(self.name)
+        self.plans_topic = plans_topic(self.name)
         self._closed = False
         self._roles: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._ensure_topics()
+        self._ensure_topics([self.plans_topic])
         self._plans = _PlansView(self, self.plans_topic)
-        self._claims = _ClaimsView(self, self.claims_topic)
+        self._claims = _ClaimsView(self)
 
     # -- clients and errors
 
@@ -531,61 +660,77 @@ class KafkaStore(Store):
         except KafkaError as exc:
             raise self._error(doing, exc) from None
 
-    def _error(
-        self,
-        doing: str,
-        exc: BaseException,
-        *,
-        topic_acl: tuple[str, str] | None = None,
-        transactional_id: str | None = None,
-        cluster_op: str = "IDEMPOTENT_WRITE",
-    ) -> StoreError:
-        """One line: which store, what it was doing, and what to do about it where known."""
-        hint = _acl_hint(exc, topic_acl, transactional_id, cluster_op)
-        if hint:
-            return StoreError(f"store {self.uri}: {doing}: {hint} ({type(exc).__name__})")
+    def _error(self, doing: str, exc: BaseException, needed: Iterable[Acl] = ()) -> StoreError:
+        """One line: which store, what it was doing, and what to do about it where known; a
+        refusal names the ACL of ``needed`` to grant (``StoreNotAuthorizedError``)."""
+        refused = not_authorized(exc, needed, StoreNotAuthorizedError, f"store {self.uri}: {doing}")
+        if refused is not None:
+            return refused
         text = f"{type(exc).__name__} {exc}"
         if "NoBrokersAvailable" in text or "bootstrap" in text.lower():  # never connected: say why
-            from spark_lag_assign.offsets import _diagnose
+            from spark_lag_assign.extract.offsets import _diagnose
 
-            return StoreError(f"store {self.uri}: {doing}: {_diagnose(self.bootstrap_servers, self.client_options, exc, self.timeout_ms)}")
+            return StoreError(
+                f"store {self.uri}: {doing}: {_diagnose(self.bootstrap_servers, self.client_options, exc, self.timeout_ms)}"
+            )
         return StoreError(f"store {self.uri}: {doing}: {one_line(exc)}")
 
-    def _ensure_topics(self) -> None:
-        """Create the two topics if missing, and check that existing ones can hold the store."""
+    def claims_topic(self, consumer: str) -> str:
+        return claims_topic(self.name, consumer)
+
+    def _describe(self, topics: list[str]) -> dict[str, int]:
+        """Each topic's error code in the cluster's metadata (0: there, 3: none, 29: not authorized)."""
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
         admin = self._client(KafkaAdminClient, "connecting", bootstrap_timeout_ms=self.timeout_ms)
         try:
-            wanted = (self.plans_topic, self.claims_topic)
-            try:
-                described = {t["name"]: t for t in admin.describe_topics(list(wanted))}
-            except KafkaError as exc:
-                raise self._error("describing the store's topics", exc, topic_acl=("DESCRIBE", self.plans_topic)) from None
-            missing = [t for t in wanted if described.get(t, {}).get("error_code", 3) == 3]
-            refused = [t for t in wanted if described.get(t, {}).get("error_code") == 29]
-            if refused:
-                raise StoreError(
-                    f"store {self.uri}: describing {refused[0]}: not authorized: grant DESCRIBE on Topic:{refused[0]} to this principal"
-                )
-            for topic in wanted:
-                code = described.get(topic, {}).get("error_code", 3)
-                if code not in (0, 3):
-                    from kafka.errors import for_code
-
-                    raise StoreError(f"store {self.uri}: describing {topic}: {for_code(code).__name__}")
-            for topic in wanted:  # existing topics first: a wrong one stops us before we create anything
-                if topic not in missing:
-                    self._validate(admin, topic, described[topic])
-            if missing:
-                self._create(admin, missing)
-                for topic in admin.describe_topics(missing):
-                    self._validate(admin, topic["name"], topic)
+            return {t["name"]: int(t.get("error_code", 0)) for t in admin.describe_topics(topics)}
+        except KafkaError as exc:
+            raise self._error("describing the claims topics", exc) from None
         finally:
             admin.close()
 
-    def _create(self, admin: Any, topics: list[str]) -> None:
+    def _ensure_topics(
+        self,
+        wanted: list[str],
+        *,
+        creator: str = "",
+        check_existing: bool = True,
+        acl: Callable[[str, str], Acl] = lambda operation, topic: Acl(operation, "Topic", topic),
+    ) -> None:
+        """Create the topics if missing, and check that they can hold the store (existing ones
+        too, unless ``check_existing`` is off); ``creator`` says who else could create them,
+        for the line a refused CREATE gives."""
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        admin = self._client(KafkaAdminClient, "connecting", bootstrap_timeout_ms=self.timeout_ms)
+        try:
+            try:
+                described = {t["name"]: t for t in admin.describe_topics(list(wanted))}
+            except KafkaError as exc:
+                raise self._error("describing the store's topics", exc, sorted({acl("DESCRIBE", t) for t in wanted})) from None
+            missing = [t for t in wanted if described.get(t, {}).get("error_code", 3) == 3]
+            for topic in wanted:
+                code = described.get(topic, {}).get("error_code", 3)
+                if code not in (0, 3):  # a refusal (29) among them: a topic one may not describe is hidden
+                    from kafka.errors import for_code
+
+                    raise self._error(f"describing {topic}", for_code(code)(), [acl("DESCRIBE", topic)])
+            for topic in wanted:  # existing topics first: a wrong one stops us before we create anything
+                if topic not in missing and check_existing:
+                    self._validate(admin, topic, described[topic], acl)
+            if missing:
+                self._create(admin, missing, creator, acl)
+                for topic in admin.describe_topics(missing):
+                    self._validate(admin, topic["name"], topic, acl)
+        finally:
+            admin.close()
+
+    def _create(
+        self, admin: Any, topics: list[str], creator: str = "", acl: Callable[[str, str], Acl] = lambda o, t: Acl(o, "Topic", t)
+    ) -> None:
         from kafka.errors import KafkaError, TopicAlreadyExistsError
 
         try:
@@ -610,14 +755,18 @@ class KafkaStore(Store):
                 pass  # another client created it a moment ago: validated below
             except KafkaError as exc:
                 raise self._error(
-                    f"creating topic {topic} (or create it yourself: 1 partition, cleanup.policy=compact)",
+                    f"creating topic {topic} ({creator or 'or create it yourself'}: 1 partition, cleanup.policy=compact)",
                     exc,
-                    topic_acl=("CREATE", topic),
-                    cluster_op="CREATE",
+                    [acl("CREATE", topic), cluster("CREATE")],
                 ) from None
 
-    def _validate(self, admin: Any, topic: str, described: Mapping[str, Any]) -> None:
-        from kafka.admin import ConfigResource, ConfigResourceType
+    def _validate(
+        self,
+        admin: Any,
+        topic: str,
+        described: Mapping[str, Any],
+        acl: Callable[[str, str], Acl] = lambda o, t: Acl(o, "Topic", t),
+    ) -> None:
         from kafka.errors import KafkaError
 
         partitions = len(described.get("partitions") or [])
@@ -627,19 +776,16 @@ class KafkaStore(Store):
                 "(its records must keep one order): delete the topic or choose another plan name"
             )
         try:
-            found = admin.describe_configs(
-                [ConfigResource(ConfigResourceType.TOPIC, topic, {"cleanup.policy": None, "max.message.bytes": None})],
-                config_filter="all",
-            )["topic"][topic]
+            found = _topic_configs(admin, topic, ("cleanup.policy", "max.message.bytes"))
         except KafkaError as exc:
-            raise self._error(f"describing the configuration of {topic}", exc, topic_acl=("DESCRIBE_CONFIGS", topic)) from None
-        policy = str(found.get("cleanup.policy", {}).get("value", ""))
+            raise self._error(f"describing the configuration of {topic}", exc, [acl("DESCRIBE_CONFIGS", topic)]) from None
+        policy = str(found.get("cleanup.policy") or "")
         if "compact" not in [p.strip() for p in policy.split(",")]:
             raise TopicLayoutError(
                 f"store {self.uri}: topic {topic} has cleanup.policy={policy or '?'}; the store needs compact "
                 "(retention would delete live plans and claims): set cleanup.policy=compact or choose another plan name"
             )
-        limit = int(found.get("max.message.bytes", {}).get("value", MAX_MESSAGE_BYTES) or MAX_MESSAGE_BYTES)
+        limit = int(found.get("max.message.bytes") or MAX_MESSAGE_BYTES)
         if limit < BATCH_BYTES + 64 * 1024:
             raise TopicLayoutError(
                 f"store {self.uri}: topic {topic} has max.message.bytes={limit}; the store writes batches of up to "
@@ -668,13 +814,11 @@ class KafkaStore(Store):
         except KafkaError as exc:
             _close_quietly(producer)
             raise self._error(
-                f"taking the transactional id {transactional_id}", exc, transactional_id=transactional_id
+                f"taking the transactional id {transactional_id}", exc, [Acl("WRITE", "TransactionalId", transactional_id)]
             ) from None
         return producer
 
-    def _transact(
-        self, producer: Any, transactional_id: str, topic: str, records: list[tuple[str, bytes | None]]
-    ) -> list[int]:
+    def _transact(self, producer: Any, transactional_id: str, topic: str, records: list[tuple[str, bytes | None]]) -> list[int]:
         """Send ``records`` in one transaction and commit; their offsets. Raises the KafkaError
         after aborting what can be aborted."""
         from kafka.errors import KafkaError
@@ -682,8 +826,12 @@ class KafkaStore(Store):
         try:
             producer.begin_transaction()
             futures = [producer.send(topic, key=key.encode(), value=value, partition=0) for key, value in records]
+            # the records first: kafka-python 3.0.12 leaves a commit_transaction() called while
+            # the partition is being added to the transaction waiting ~5 minutes if adding it
+            # fails (a refused WRITE on the topic); a record's own error comes at once
+            offsets = [f.get(timeout=self.timeout).offset for f in futures]
             producer.commit_transaction()
-            return [f.get(timeout=self.timeout).offset for f in futures]
+            return offsets
         except KafkaError:
             with contextlib.suppress(Exception):  # a fenced producer cannot abort; its epoch is dead anyway
                 producer.abort_transaction()
@@ -734,9 +882,18 @@ class KafkaStore(Store):
         self._roles.add(writer)
         return writer
 
+    def _sync_claims(self) -> None:
+        """The plans first (they name the consumers whose claims to read), then every claims topic."""
+        with self._plans.log.lock:
+            self._plans.log.sync()
+            consumers = sorted(self._plans.consumers)
+            planned = self._plans.consumers_of(self._plans.newest())
+        self._claims.follow(consumers, planned)
+        self._claims.log.sync()
+
     def claims(self) -> Claims:
         with self._claims.log.lock:
-            self._claims.log.sync()
+            self._sync_claims()
             return self._claims.claims()
 
     def wait_for_claims(self, after: Claims, timeout: float) -> Claims:
@@ -745,7 +902,7 @@ class KafkaStore(Store):
         before = _versions(after)
         with self._claims.log.lock:
             while True:
-                self._claims.log.sync()
+                self._sync_claims()
                 now = self._claims.claims()
                 remaining = deadline - time.monotonic()
                 if _versions(now) != before or remaining <= 0:
@@ -767,6 +924,24 @@ class KafkaStore(Store):
 
     def __repr__(self) -> str:
         return f"KafkaStore({self.uri!r})"
+
+
+def _topic_configs(admin: Any, topic: str, keys: Iterable[str]) -> dict[str, str | None]:
+    """The values of ``keys`` in ``topic``'s configuration.
+
+    kafka-python 3.0.12's ``describe_configs`` drops each resource's error code: a topic whose
+    configuration the broker refused to show comes back with no entries, which would read as
+    a topic without ``cleanup.policy``. Every topic has a value for the keys asked here, so an
+    answer without them is that refusal (a missing DESCRIBE_CONFIGS), never a value.
+    """
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.errors import TopicAuthorizationFailedError
+
+    wanted = ConfigResource(ConfigResourceType.TOPIC, topic, dict.fromkeys(keys))
+    found = admin.describe_configs([wanted], config_filter="all").get("topic", {}).get(topic, {})
+    if any(k not in found for k in keys):
+        raise TopicAuthorizationFailedError(f"the broker showed no configuration of {topic}")
+    return {k: found[k].get("value") for k in keys}
 
 
 def _close_quietly(producer: Any) -> None:
@@ -804,11 +979,21 @@ class _KafkaPublisher(Publisher):
         if self._producer is None:
             raise StoreError(f"store {store.uri}: this publisher is closed")
         if self._fenced:
-            raise PublishFencedError(f"store {store.uri}: another planner took the role {self.transactional_id}; nothing was published")
+            raise PublishFencedError(
+                f"store {store.uri}: another planner took the role {self.transactional_id}; nothing was published"
+            )
         generation = plan.get("generation") if isinstance(plan, dict) else None
         if generation != self._next:
             raise ValueError(f"plan generation {generation!r} is not the next generation {self._next} of {store.uri}")
         check_plan(plan, f"{store.uri} generation {generation}")
+        # every consumer the plan names can claim from the moment it reads the plan
+        prefix = claims_prefix(store.name)
+        store._ensure_topics(
+            [store.claims_topic(c) for c in sorted(plan["consumers"])],
+            creator=f"the planner creates {prefix}<consumer> for each consumer it plans; or create it yourself",
+            check_existing=False,
+            acl=lambda operation, _topic: Acl(operation, "Topic", prefix, "prefixed"),
+        )
         records, manifest = encode_plan(plan)
         with store._plans.log.lock:
             cutoff = self._next - store.history + 1
@@ -826,12 +1011,12 @@ class _KafkaPublisher(Publisher):
                     f"{self.transactional_id} ({type(exc).__name__})"
                 ) from None
             raise store._error(
-                f"publishing generation {generation}", exc, topic_acl=("WRITE", store.plans_topic),
-                transactional_id=self.transactional_id,
-            ) from None
+                f"publishing generation {generation}", exc,
+                [Acl("WRITE", "Topic", store.plans_topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
+            ) from None  # fmt: skip
         self._previous = plan
         self._next = generation + 1  # committed: the number is used even if the wait below fails
-        store._plans.log.read_past(offsets[-1], f"waiting for generation {generation} to become visible")
+        store._plans.log.read_past(store.plans_topic, offsets[-1], f"waiting for generation {generation} to become visible")
         log.info("%s: published generation %d in %d records", store.uri, generation, len(batch))
 
     def close(self) -> None:
@@ -844,16 +1029,20 @@ class _KafkaClaimWriter(ClaimWriter):
     """One consumer id's claims, under the id's own transactional id."""
 
     def __init__(self, store: KafkaStore, consumer: str) -> None:
-        check_consumer_ids([consumer])  # it names a key and a transactional id
+        if consumer != FENCER:
+            check_consumer_ids([consumer])  # it names a topic, a key and a transactional id
         self.store = store
         self.consumer = consumer
+        self.topic = store.claims_topic(consumer)
         self.incarnation = uuid.uuid4().hex
         self.transactional_id = claim_transactional_id(store.name, consumer)
+        store._ensure_topics([self.topic], creator=f"the planner creates it when a plan names {consumer}; or create it yourself")
         self._producer: Any = store._producer(self.transactional_id, store.claim_transaction_timeout_ms)
         self._fenced = False
         try:
             with store._claims.log.lock:
-                store._claims.log.sync()
+                store._claims.log.add([self.topic])
+                store._sync_claims()
                 found = store._claims.read(consumer)
         except BaseException:
             self.close()
@@ -898,7 +1087,7 @@ class _KafkaClaimWriter(ClaimWriter):
 
         try:
             (offset,) = store._transact(
-                self._producer, self.transactional_id, store.claims_topic, [(self.consumer, record.to_json().encode())]
+                self._producer, self.transactional_id, self.topic, [(self.consumer, record.to_json().encode())]
             )
         except KafkaError as exc:
             if _is_fenced(exc):
@@ -907,11 +1096,11 @@ class _KafkaClaimWriter(ClaimWriter):
                     f"store {store.uri}: a newer incarnation of {self.consumer} took its id over ({type(exc).__name__})"
                 ) from None
             raise store._error(
-                f"writing the claim of {self.consumer}", exc, topic_acl=("WRITE", store.claims_topic),
-                transactional_id=self.transactional_id,
-            ) from None
+                f"writing the claim of {self.consumer}", exc,
+                [Acl("WRITE", "Topic", self.topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
+            ) from None  # fmt: skip
         self._seq += 1
-        store._claims.log.read_past(offset, f"waiting for the claim of {self.consumer} to become visible")
+        store._claims.log.read_past(self.topic, offset, f"waiting for the claim of {self.consumer} to become visible")
         return record
 
     def close(self) -> None:
@@ -924,10 +1113,12 @@ __all__ = [
     "KafkaStore",
     "TopicLayoutError",
     "claim_transactional_id",
+    "claims_prefix",
+    "claims_topic",
     "consumer_key",
     "encode_plan",
     "header_key",
     "manifest_key",
     "planner_transactional_id",
-    "topic_names",
+    "plans_topic",
 ]

@@ -173,7 +173,7 @@ class MiniHDFS:
     def _wait_until_ready(self) -> None:
         """The manager writes its details file after the cluster is active (the DataNode has
         registered, safe mode is off); then the NameNode must accept a connection."""
-        from spark_lag_assign.retry import within
+        from spark_lag_assign.extract.retry import within
 
         def probe() -> None:
             assert self._proc is not None
@@ -185,9 +185,7 @@ class MiniHDFS:
 
         # the details file not written yet, written partly, or the NameNode not listening yet
         not_yet = (OSError, ValueError, KeyError, TypeError)
-        policy = within(
-            self.start_timeout, lambda exc: isinstance(exc, not_yet), what="waiting for HDFS", first=0.2, most=0.2
-        )
+        policy = within(self.start_timeout, lambda exc: isinstance(exc, not_yet), what="waiting for HDFS", first=0.2, most=0.2)
         try:
             policy(probe)
         except not_yet:
@@ -205,9 +203,7 @@ class MiniHDFS:
     def __enter__(self) -> MiniHDFS:
         return self.start()
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
 

@@ -26,10 +26,9 @@ Every record's value is JSON::
     {"consumer", "incarnation", "generation", "batch_id", "started", "written",
      "topic", "partition", "offset", "value", "pid", "sink"}
 
-``incarnation`` is the follower's (the suffix of the checkpoint it names, which the claim
-writer's incarnation id begins with; ``+N`` after it when the follower restarted a query of
-the same generation on the same checkpoint, as after a lapsed lease, for Spark then re-runs
-the interrupted batch under the same batch id), ``generation`` the plan generation of the query,
+``incarnation`` is the follower's (the part of the checkpoint it names that the claim
+writer's incarnation id begins with, then ``+N``: the follower's N-th query, for a query
+restarted under the same generation, as after a lapsed lease, numbers its batches afresh), ``generation`` the plan generation of the query,
 ``started`` the wall clock when the batch function began (before Spark's rows are read),
 ``written`` the wall clock when the records went out. After the records are written
 (committed, for ``kafka``), one *batch marker* goes to ``<sink-topic>.batches`` with
@@ -173,13 +172,10 @@ class BatchSink:
         return True
 
     def start(self, stream: Any, checkpoint: str) -> Any:
-        incarnation = checkpoint.rstrip("/").rsplit("-", 1)[-1]
-        # a query restarted on the same checkpoint (a lapse within one generation) re-runs the
-        # batch its predecessor was in with the same batch id: name each query apart
-        again = self.restarts.get(checkpoint, 0)
-        self.restarts[checkpoint] = again + 1
-        if again:
-            incarnation += f"+{again}"
+        # the follower names each query's checkpoint gen-<generation>-<incarnation[:8]>-<start>:
+        # records carry "<incarnation[:8]>+<start>", one query of one incarnation
+        _, _, incarnation, start = checkpoint.rstrip("/").rsplit("/", 1)[-1].split("-")
+        incarnation = f"{incarnation}+{int(start)}"
         generation = int(stream.generation)
         process = self._batch_function(generation, incarnation)
         query = (
@@ -372,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     from spark_lag_assign.consume import PlanFollower
-    from spark_lag_assign.session import local_session
+    from spark_lag_assign.spark.session import local_session
     from spark_lag_assign.store import ClaimFencedError, open_store
 
     conf = dict(kv.split("=", 1) for kv in args.conf)

@@ -56,8 +56,22 @@ class Mode:
 
 
 FULL = Mode("full", 20, 6, 2, (100, 100, 100), 6, scale.SIZES, scale.CONSUMERS, 30.0, (10_000, 100, 1_000), ("lag-sticky", "lag"))
-QUICK = Mode("quick", 3, 1, 0, None, 2, (10_000, 100_000), (10, 100), 10.0, (100, 100, 10), ("lag-sticky", "lag"),
-             rate_seeds=3, rate_speed=(100_000, 100), java_shapes=java_compare.QUICK)
+QUICK = Mode(
+    "quick",
+    3,
+    1,
+    0,
+    None,
+    2,
+    (10_000, 100_000),
+    (10, 100),
+    10.0,
+    (100, 100, 10),
+    ("lag-sticky", "lag"),
+    rate_seeds=3,
+    rate_speed=(100_000, 100),
+    java_shapes=java_compare.QUICK,
+)
 
 CHURN_SHAPES = ("skewed", "seed002", "mixed")
 DRAIN_SHAPES = ("skewed", "seed002", "mixed")
@@ -111,11 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     churn_shapes = [compare.SHAPE[s] for s in CHURN_SHAPES]
     churn = compare.run_churn(churn_shapes, compare.PLANNERS, range(mode.churn_seeds))
     if mode.large_churn_seeds:
-        churn = pd.concat([churn, compare.run_churn([compare.LARGE], compare.PLANNERS, range(mode.large_churn_seeds))],
-                          ignore_index=True)
-    clock.done(f"churn ({mode.churn_seeds} seeds x {len(churn_shapes)} shapes"
-               + (f", {mode.large_churn_seeds} x {compare.LARGE.name}" if mode.large_churn_seeds else "")
-               + f"; {len(compare.STEPS)} states each)")
+        churn = pd.concat(
+            [churn, compare.run_churn([compare.LARGE], compare.PLANNERS, range(mode.large_churn_seeds))], ignore_index=True
+        )
+    clock.done(
+        f"churn ({mode.churn_seeds} seeds x {len(churn_shapes)} shapes"
+        + (f", {mode.large_churn_seeds} x {compare.LARGE.name}" if mode.large_churn_seeds else "")
+        + f"; {len(compare.STEPS)} states each)"
+    )
     sticky_rows = bench_sticky.run(mode.sticky_size, repeat=3, peer=True) if mode.sticky_size else None
     if sticky_rows is not None:
         clock.done("sticky against kafka-python's sticky (bench_sticky)")
@@ -125,8 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     clock.done(f"drain ({mode.drain_seeds} seeds x {len(drain_shapes)} shapes)")
     timed_rates = rates_bench.run(range(mode.rate_seeds))
     rate_speed = rates_bench.speed(*mode.rate_speed)
-    clock.done(f"plan for time ({mode.rate_seeds} seeds x {len(rates_bench.LOADS)} loads x {len(rates_bench.SPEEDS)} speeds; "
-               f"speed at {mode.rate_speed[0]:,} partitions)")
+    clock.done(
+        f"plan for time ({mode.rate_seeds} seeds x {len(rates_bench.LOADS)} loads x {len(rates_bench.SPEEDS)} speeds; "
+        f"speed at {mode.rate_speed[0]:,} partitions)"
+    )
 
     grid = None
     job: list[dict[str, object]] | None = None
@@ -161,8 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         "optimality": plots.optimality(static, names, out / "optimality.png", OPTIMALITY_TARGETS),
         "moves": plots.moves(churn, names, compare.STEPS, out / "moves.png"),
         "rates": rates_bench.plot(timed_rates, out / "time_to_drain_rates.png"),
-        "drain": plots.drain_curves(curves, f"Draining skewed seed 0: {len(subs)} consumers at "
-                                    f"{drain.consumer_rate(lags, len(subs)):,.0f} msg/s each", out / "drain.png"),
+        "drain": plots.drain_curves(
+            curves,
+            f"Draining skewed seed 0: {len(subs)} consumers at {drain.consumer_rate(lags, len(subs)):,.0f} msg/s each",
+            out / "drain.png",
+        ),
     }
     if grid is not None:
         pngs["scale"] = plots.scale_times(grid, names, out / "scale.png", limit=mode.peer_limit)
@@ -185,8 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     goals += report.java_targets(java, java_error)
     text = render(mode, clock, static, churn, drained, grid, job, goals, pngs, sticky_rows)
     text += rates_section(mode, timed_rates, rate_speed, pngs["rates"])
-    text += "\n" + (java_compare.section(java, pngs["java"], mode.name == "quick") if java is not None
-                    else f"## Beside Apache Kafka's own Java assignors\n\nNot run: {java_error}\n")
+    text += "\n" + (
+        java_compare.section(java, pngs["java"], mode.name == "quick")
+        if java is not None
+        else f"## Beside Apache Kafka's own Java assignors\n\nNot run: {java_error}\n"
+    )
     text += ("\n" + growth) if growth else ""
     (out / "report.md").write_text(text)
     print(text)
@@ -260,7 +285,7 @@ def render(
     parts += [
         f"![moves per churn step]({pngs['moves'].name})",
         f"## Time to drain ({mode.drain_seeds} seeds per shape)",
-        "Model (`spark_lag_assign/simulate.py`): each consumer reads at most its rate, shared fairly over its "
+        "Model (`spark_lag_assign/core/draintime.py`): each consumer reads at most its rate, shared fairly over its "
         "partitions (a caught-up partition takes what is appended to it, the backlogged ones split the rest), while "
         "producers keep appending; the plan does not change while the backlog drains. The rate is set per group so "
         f"that a perfectly even plan clears the backlog in {drain.TARGET / 60:.0f} minutes with producers stopped: "
@@ -301,9 +326,13 @@ def rates_section(mode: Mode, results: pd.DataFrame, speed: dict[str, float], pn
     goals = rates_bench.targets(results)
     fast = 1.5
     for key, label in (("", "heterogeneous"), (" equal", "equal")):
-        goals.append((f"drain within {fast}x of lag-sticky's planning time at {int(speed['partitions']):,} partitions, "
-                       f"{label} rates", speed[f"ratio{key}"] <= fast,
-                       f"{speed[f'drain{key}']:.2f} s vs {speed['lag-sticky']:.2f} s = {speed[f'ratio{key}']:.2f}x"))
+        goals.append(
+            (
+                f"drain within {fast}x of lag-sticky's planning time at {int(speed['partitions']):,} partitions, {label} rates",
+                speed[f"ratio{key}"] <= fast,
+                f"{speed[f'drain{key}']:.2f} s vs {speed['lag-sticky']:.2f} s = {speed[f'ratio{key}']:.2f}x",
+            )
+        )
     parts = [
         "",
         f"## Plan for time: producers and unequal pipelines ({mode.rate_seeds} seeds per cell)",

@@ -39,7 +39,7 @@ import json, sys, time
 t0 = time.perf_counter()
 import numpy as np
 from pyspark.sql import functions as F
-from spark_lag_assign.session import local_session
+from spark_lag_assign.spark.session import local_session
 spark = local_session("bench-floor", with_kafka=False, c1_only=True)  # the planner's JVM settings
 started = time.perf_counter() - t0
 snapshot, consumers, output = sys.argv[1:4]
@@ -80,9 +80,7 @@ print("RESULT " + json.dumps({"code": code, "total": total, "optimality": plan.g
 """
 
 
-def snapshot(
-    topics: int, partitions: int, consumers: int, directory: Path, seed: int = 0, fmt: str = "csv"
-) -> tuple[Path, str]:
+def snapshot(topics: int, partitions: int, consumers: int, directory: Path, seed: int = 0, fmt: str = "csv") -> tuple[Path, str]:
     """A skewed backlog as an offsets snapshot (CSV or Parquet), and its consumers (each reads every topic)."""
     lags, subs = workloads.skewed(
         topics=topics, consumers=consumers, min_partitions=partitions, max_partitions=partitions, seed=seed
@@ -151,7 +149,7 @@ def _measured(args: Sequence[str]) -> tuple[int, str, str, int]:
 
 def _result(out: str) -> dict[str, object] | None:
     line = next((x for x in out.splitlines() if x.startswith("RESULT ")), None)
-    return json.loads(line[len("RESULT "):]) if line else None
+    return json.loads(line[len("RESULT ") :]) if line else None
 
 
 def run_floor(snap: Path, subs: str, workdir: Path) -> dict[str, object]:
@@ -173,7 +171,7 @@ def run_once(snap: Path, subs: str, strategy: str, workdir: Path) -> dict[str, o
     phases = {}
     for line in out.splitlines():
         if line.startswith("timings: "):
-            for part in line[len("timings: "):].split(", "):
+            for part in line[len("timings: ") :].split(", "):
                 name, _, seconds = part.rpartition(" ")
                 phases[name] = float(seconds.rstrip("s"))
     return {"strategy": strategy, "kind": "job", "peak_gib": peak / 2**30, "phases": phases, **result}
@@ -228,8 +226,14 @@ def table(rows: list[dict[str, object]]) -> str:
         shown = ", ".join(f"{k} {p[k]:.1f}" for k in PHASES if k in p)
         ratio = r.get("floor_ratio")
         opt = r.get("optimality")
-        cells = [str(r["strategy"]), f"{float(r['total']):.1f}", f"{ratio:.2f}x" if isinstance(ratio, float) else "-",  # type: ignore[arg-type]
-                 f"{float(r['peak_gib']):.2f}", f"{opt:.3f}" if isinstance(opt, float) else "-", shown or "-"]  # type: ignore[arg-type]
+        cells = [
+            str(r["strategy"]),
+            f"{float(r['total']):.1f}",
+            f"{ratio:.2f}x" if isinstance(ratio, float) else "-",  # type: ignore[arg-type]
+            f"{float(r['peak_gib']):.2f}",
+            f"{opt:.3f}" if isinstance(opt, float) else "-",
+            shown or "-",
+        ]  # type: ignore[arg-type]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -246,8 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sla-bench-job-") as tmp:
         snap, subs = snapshot(args.topics, args.partitions, args.consumers, Path(tmp), fmt=args.format)
         rows = compare(snap, subs, args.strategies.split(","), Path(tmp), args.repeat)
-    print(f"job from a {args.format} snapshot: {args.topics * args.partitions:,} partitions ({args.topics:,} topics), "
-          f"{args.consumers:,} consumers, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
+    print(
+        f"job from a {args.format} snapshot: {args.topics * args.partitions:,} partitions ({args.topics:,} topics), "
+        f"{args.consumers:,} consumers, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+    )
     print(table(rows))
     return 0
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import get_strategy, problem, run_codes
-from spark_lag_assign.metrics import moved
+from spark_lag_assign.core.quality import moved
 from tests.bench.bench_sticky import group
 
 SHAPES = ((500, 2000, 1000), (10000, 100, 1000))
@@ -71,9 +71,7 @@ def measure(shape: tuple[int, int, int], strategies: Sequence[str], repeat: int)
 def profile(shape: tuple[int, int, int], name: str, step: str, top: int = 25) -> None:
     lags, subs, joined = group(*shape)
     first = sla.assign(lags, subs, name)
-    call = (lambda: sla.assign(lags, subs, name)) if step == "first" else (
-        lambda: sla.assign(lags, joined, name, previous=first)
-    )
+    call = (lambda: sla.assign(lags, subs, name)) if step == "first" else (lambda: sla.assign(lags, joined, name, previous=first))
     prof = cProfile.Profile(timer=time.process_time)
     prof.enable()
     call()
@@ -92,7 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES))
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument(
-        "--clock", choices=CLOCKS, default="cpu",
+        "--clock",
+        choices=CLOCKS,
+        default="cpu",
         help="cpu: this process's CPU time, steadier when others load the machine (numpy runs these"
         " steps on one thread, so on an idle machine it equals wall time)",
     )

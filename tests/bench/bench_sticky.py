@@ -24,7 +24,7 @@ import pandas as pd
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import sticky
 from spark_lag_assign.assignors.base import GroupProblem
-from spark_lag_assign.metrics import moved
+from spark_lag_assign.core.quality import moved
 from tests.peers import KafkaPythonSticky
 
 T = TypeVar("T")
@@ -34,9 +34,7 @@ Subscriptions = dict[str, list[str]]
 def group(topics: int, partitions: int, consumers: int) -> tuple[pd.DataFrame, Subscriptions, Subscriptions]:
     """lags, the subscriptions, and the same with one more consumer (sorting last)."""
     names = [f"t{t:04d}" for t in range(topics)]
-    lags = pd.DataFrame(
-        {"topic": np.repeat(names, partitions), "partition": np.tile(np.arange(partitions), topics), "lag": 1}
-    )
+    lags = pd.DataFrame({"topic": np.repeat(names, partitions), "partition": np.tile(np.arange(partitions), topics), "lag": 1})
     subs = {f"c{i:04d}": names for i in range(consumers)}
     return lags, subs, {**subs, f"c{consumers:04d}": names}
 
@@ -94,8 +92,15 @@ def run(size: tuple[int, int, int], repeat: int, peer: bool) -> list[dict[str, o
     join_core, _ = timed(lambda: sticky.assign_group(rebalance), repeat)
     minimum = fewest_moves(first, consumers + 1)
     rows.append(
-        {"size": label, "assignor": "ours (assign)", "first s": first_s, "join s": join_s,
-         "join moves": moved(join, first), "fewest": minimum, "spread": f"{spread(first, subs)}/{spread(join, joined)}"}
+        {
+            "size": label,
+            "assignor": "ours (assign)",
+            "first s": first_s,
+            "join s": join_s,
+            "join moves": moved(join, first),
+            "fewest": minimum,
+            "spread": f"{spread(first, subs)}/{spread(join, joined)}",
+        }
     )
     rows.append({"size": label, "assignor": "ours (core)", "first s": first_core, "join s": join_core})
     if peer:
@@ -103,12 +108,19 @@ def run(size: tuple[int, int, int], repeat: int, peer: bool) -> list[dict[str, o
         kp_first_s, kp_first = timed(lambda: kp.assign(lags, subs), 1)
         kp_join_s, kp_join = timed(lambda: kp.assign(lags, joined, kp_first, generation=2), 1)
         rows.append(
-            {"size": label, "assignor": "kafka-python", "first s": kp_first_s, "join s": kp_join_s,
-             "join moves": moved(kp_join, kp_first), "fewest": fewest_moves(kp_first, consumers + 1),
-             "spread": f"{spread(kp_first, subs)}/{spread(kp_join, joined)}"}
+            {
+                "size": label,
+                "assignor": "kafka-python",
+                "first s": kp_first_s,
+                "join s": kp_join_s,
+                "join moves": moved(kp_join, kp_first),
+                "fewest": fewest_moves(kp_first, consumers + 1),
+                "spread": f"{spread(kp_first, subs)}/{spread(kp_join, joined)}",
+            }
         )
-        rows.append({"size": label, "assignor": "kafka-python / ours", "first s": kp_first_s / first_s,
-                     "join s": kp_join_s / join_s})
+        rows.append(
+            {"size": label, "assignor": "kafka-python / ours", "first s": kp_first_s / first_s, "join s": kp_join_s / join_s}
+        )
     return rows
 
 

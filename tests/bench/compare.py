@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 import spark_lag_assign as sla
-from spark_lag_assign import metrics
+from spark_lag_assign.core import quality as metrics
 from spark_lag_assign.testing import workloads
 from spark_lag_assign.testing.workloads import Subscriptions, Workload
 from tests.peers import KafkaPythonSticky, kafka_python_range, kafka_python_roundrobin
@@ -51,23 +51,25 @@ class Planner:
     identical_only: bool = False  # kafka-python's RoundRobin crashes where subscriptions differ
 
 
-def _ours(strategy: str, lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int,
-          generation: int) -> pd.DataFrame:
+def _ours(
+    strategy: str, lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int, generation: int
+) -> pd.DataFrame:
     return sla.assign(lags, subs, strategy, previous=previous, seed=seed)
 
 
-def _kp_range(lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int,
-              generation: int) -> pd.DataFrame:
+def _kp_range(lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int, generation: int) -> pd.DataFrame:
     return kafka_python_range(lags, subs)
 
 
-def _kp_roundrobin(lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int,
-                   generation: int) -> pd.DataFrame:
+def _kp_roundrobin(
+    lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int, generation: int
+) -> pd.DataFrame:
     return kafka_python_roundrobin(lags, subs)
 
 
-def _kp_sticky(lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int,
-               generation: int) -> pd.DataFrame:
+def _kp_sticky(
+    lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None, seed: int, generation: int
+) -> pd.DataFrame:
     return KafkaPythonSticky().assign(lags, subs, previous, generation)
 
 
@@ -92,18 +94,38 @@ class Shape:
 
 
 SHAPES: list[Shape] = [
-    Shape("uniform", "40 topics x 20 partitions, lags uniform 0-10,000, 12 consumers",
-          lambda s: workloads.uniform(topics=40, partitions=20, consumers=12, seed=s), True),
-    Shape("skewed", "60 topics of 4-48 partitions, volume log-normal, Zipf 1.5 inside a topic, 12 consumers",
-          lambda s: workloads.skewed(seed=s), True),
-    Shape("seed002", "80 topics of 1-128 partitions, volume log-normal sigma 2, 16 consumers application0N-<uuid> on 8 hosts",
-          lambda s: workloads.seed002(seed=s), True),
-    Shape("mixed", "30 topics of 1-24 partitions, 10 consumers each reading about half of them",
-          lambda s: workloads.mixed_subscriptions(topics=30, consumers=10, seed=s), False),
+    Shape(
+        "uniform",
+        "40 topics x 20 partitions, lags uniform 0-10,000, 12 consumers",
+        lambda s: workloads.uniform(topics=40, partitions=20, consumers=12, seed=s),
+        True,
+    ),
+    Shape(
+        "skewed",
+        "60 topics of 4-48 partitions, volume log-normal, Zipf 1.5 inside a topic, 12 consumers",
+        lambda s: workloads.skewed(seed=s),
+        True,
+    ),
+    Shape(
+        "seed002",
+        "80 topics of 1-128 partitions, volume log-normal sigma 2, 16 consumers application0N-<uuid> on 8 hosts",
+        lambda s: workloads.seed002(seed=s),
+        True,
+    ),
+    Shape(
+        "mixed",
+        "30 topics of 1-24 partitions, 10 consumers each reading about half of them",
+        lambda s: workloads.mixed_subscriptions(topics=30, consumers=10, seed=s),
+        False,
+    ),
 ]
 #: churn at a size where kafka-python's sticky takes seconds per rebalance (full runs only)
-LARGE = Shape("skewed-10k", "250 topics of 20-60 partitions (~10,000), Zipf 1.5 inside a topic, 100 consumers",
-              lambda s: workloads.skewed(topics=250, consumers=100, min_partitions=20, max_partitions=60, seed=s), True)
+LARGE = Shape(
+    "skewed-10k",
+    "250 topics of 20-60 partitions (~10,000), Zipf 1.5 inside a topic, 100 consumers",
+    lambda s: workloads.skewed(topics=250, consumers=100, min_partitions=20, max_partitions=60, seed=s),
+    True,
+)
 SHAPE = {s.name: s for s in [*SHAPES, LARGE]}
 
 
@@ -185,11 +207,32 @@ def run_churn(shapes: Sequence[Shape], planners: Sequence[Planner], seeds: Seque
                     plan, seconds = timed(lambda: p.run(lags, subs, previous, seed, generation))
                     q = metrics.quality(plan, subs, previous)
                     rows.append(
-                        {"shape": shape.name, "seed": seed, "planner": p.name, "family": p.family, "step": step,
-                         "generation": generation, **q.as_dict(), "seconds": seconds, "fewest": least.get(step)}
+                        {
+                            "shape": shape.name,
+                            "seed": seed,
+                            "planner": p.name,
+                            "family": p.family,
+                            "step": step,
+                            "generation": generation,
+                            **q.as_dict(),
+                            "seconds": seconds,
+                            "fewest": least.get(step),
+                        }
                     )
                     previous = plan.loc[:, ["consumer", "topic", "partition"]]
     return pd.DataFrame(rows)
 
 
-__all__ = ["LARGE", "NAMES", "PLANNERS", "SHAPE", "SHAPES", "STEPS", "Planner", "Shape", "churn_states", "run_churn", "run_static"]
+__all__ = [
+    "LARGE",
+    "NAMES",
+    "PLANNERS",
+    "SHAPE",
+    "SHAPES",
+    "STEPS",
+    "Planner",
+    "Shape",
+    "churn_states",
+    "run_churn",
+    "run_static",
+]

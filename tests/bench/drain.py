@@ -1,4 +1,4 @@
-"""Time to drain: each planner's plan played forward with ``spark_lag_assign.simulate``.
+"""Time to drain: each planner's plan played forward with ``spark_lag_assign.core.draintime``.
 
 The consumption rate is set per workload so that a perfectly even group would clear the
 backlog in ``TARGET`` seconds with no producers: ``rate = total lag / (consumers x TARGET)``.
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign import simulate
+from spark_lag_assign.core import draintime as simulate
 from tests.bench.compare import NOT_RUN, Planner, Shape
 
 TARGET = 600.0
@@ -58,13 +58,19 @@ def run_drain(shapes: Sequence[Shape], planners: Sequence[Planner], seeds: Seque
                     continue
                 plan = p.run(lags, subs, None, seed, 1)
                 for scenario in SCENARIOS:
-                    d = simulate.simulate(lags, plan, rate, produced if scenario == "producing" else None,
-                                          consumers=list(subs))
-                    rows.append({
-                        **base, "scenario": scenario, "time_to_drain": d.time_to_drain, "lower_bound": d.lower_bound,
-                        "ratio": d.time_to_drain / d.lower_bound, "median_consumer": float(d.consumers["time_to_drain"].median()),
-                        "peak_partition_lag": d.peak_partition_lag, "never": len(d.never_drains),
-                    })
+                    d = simulate.simulate(lags, plan, rate, produced if scenario == "producing" else None, consumers=list(subs))
+                    rows.append(
+                        {
+                            **base,
+                            "scenario": scenario,
+                            "time_to_drain": d.time_to_drain,
+                            "lower_bound": d.lower_bound,
+                            "ratio": d.time_to_drain / d.lower_bound,
+                            "median_consumer": float(d.consumers["time_to_drain"].median()),
+                            "peak_partition_lag": d.peak_partition_lag,
+                            "never": len(d.never_drains),
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -76,8 +82,10 @@ def curves(shape: Shape, planners: Sequence[Planner], seed: int = 0, points: int
     plans = {p.name: p.run(lags, subs, None, seed, 1) for p in planners if not (p.identical_only and not shape.identical)}
     out: dict[str, dict[str, object]] = {}
     for scenario in SCENARIOS:
-        drains = {n: simulate.simulate(lags, a, rate, produced if scenario == "producing" else None, consumers=list(subs))
-                  for n, a in plans.items()}
+        drains = {
+            n: simulate.simulate(lags, a, rate, produced if scenario == "producing" else None, consumers=list(subs))
+            for n, a in plans.items()
+        }
         finite = [d.time_to_drain for d in drains.values() if np.isfinite(d.time_to_drain)]
         times = np.linspace(0.0, 1.05 * max(finite, default=TARGET), points)
         out[scenario] = {

@@ -15,11 +15,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign import metrics
+from spark_lag_assign.core import quality as metrics
 
 COLOURS = {
-    "range": "#1f77b4", "roundrobin": "#ff7f0e", "lag": "#2ca02c", "shuffle": "#9467bd", "sticky": "#8c564b",
-    "lag-sticky": "#d62728", "kp-range": "#1f77b4", "kp-roundrobin": "#ff7f0e", "kp-sticky": "#8c564b",
+    "range": "#1f77b4",
+    "roundrobin": "#ff7f0e",
+    "lag": "#2ca02c",
+    "shuffle": "#9467bd",
+    "sticky": "#8c564b",
+    "lag-sticky": "#d62728",
+    "kp-range": "#1f77b4",
+    "kp-roundrobin": "#ff7f0e",
+    "kp-sticky": "#8c564b",
 }
 
 
@@ -50,18 +57,34 @@ def lag_bars(plans: Mapping[str, pd.DataFrame], subs: Mapping[str, Sequence[str]
         total = q.total_lag
         values = table["lag"].to_numpy() / 1e6
         x = np.arange(len(values))
-        ax.bar(x, np.minimum(values, top), color=COLOURS.get(name, "grey"), hatch="//" if _peer(name) else None,
-               edgecolor="white" if not _peer(name) else "black", linewidth=0.4)
+        ax.bar(
+            x,
+            np.minimum(values, top),
+            color=COLOURS.get(name, "grey"),
+            hatch="//" if _peer(name) else None,
+            edgecolor="white" if not _peer(name) else "black",
+            linewidth=0.4,
+        )
         for i in np.flatnonzero(values > top):
-            ax.text(x[i], top * 0.97, f"{values[i]:.0f}", ha="center", va="top", fontsize=7, rotation=90, color="white",
-                    fontweight="bold")
+            ax.text(
+                x[i],
+                top * 0.97,
+                f"{values[i]:.0f}",
+                ha="center",
+                va="top",
+                fontsize=7,
+                rotation=90,
+                color="white",
+                fontweight="bold",
+            )
         ax.set_ylim(0, top)
         ax.axhline(q.lower_bound / 1e6, color="black", linestyle="--", linewidth=1)
-        ax.set_title(f"{name}: max/LB {q.optimality:.2f}, counts {table['partitions'].min()}-{table['partitions'].max()}",
-                     fontsize=10)
+        ax.set_title(
+            f"{name}: max/LB {q.optimality:.2f}, counts {table['partitions'].min()}-{table['partitions'].max()}", fontsize=10
+        )
         ax.set_xticks(np.arange(len(values)))
         ax.set_xticklabels([c.split("-")[0] for c in consumers], rotation=90, fontsize=6)
-    for ax in axes.flat[len(names):]:
+    for ax in axes.flat[len(names) :]:
         ax.set_visible(False)
     for ax in axes[:, 0]:
         ax.set_ylabel("lag (million msgs)")
@@ -87,8 +110,15 @@ def optimality(static: pd.DataFrame, names: Sequence[str], path: Path, targets: 
                 ax.text(1.0, y, "  not run", va="center", fontsize=7, color="grey")
                 continue
             high = max(high, float(values.max()))
-            box = ax.boxplot([values], positions=[y], vert=False, widths=0.6, patch_artist=True, showfliers=False,
-                             medianprops={"color": "black"})
+            box = ax.boxplot(
+                [values],
+                positions=[y],
+                vert=False,
+                widths=0.6,
+                patch_artist=True,
+                showfliers=False,
+                medianprops={"color": "black"},
+            )
             patch = box["boxes"][0]
             patch.set_facecolor(COLOURS.get(name, "grey"))
             patch.set_alpha(0.45 if _peer(name) else 0.85)
@@ -117,7 +147,7 @@ def optimality(static: pd.DataFrame, names: Sequence[str], path: Path, targets: 
             ax.legend(loc="lower right", fontsize=8)
         ax.set_title(shape, fontsize=10)
         ax.grid(True, axis="x", alpha=0.3)
-    for ax in axes.flat[len(shapes):]:
+    for ax in axes.flat[len(shapes) :]:
         ax.set_visible(False)
     for ax in axes[-1]:
         ax.set_xlabel("max consumer lag / LB (log scale; 1 = perfect)")
@@ -141,16 +171,31 @@ def moves(churn: pd.DataFrame, names: Sequence[str], steps: Sequence[str], path:
             med = g.median().reindex(later).to_numpy()
             worst = g.max().reindex(later).to_numpy()
             x = np.arange(len(later)) + (i - (len(present) - 1) / 2) * width
-            ax.bar(x, med, width, color=COLOURS.get(name, "grey"), label=name, hatch="//" if _peer(name) else None,
-                   alpha=0.55 if _peer(name) else 0.9, edgecolor="black" if _peer(name) else "white", linewidth=0.4)
-            ax.errorbar(x, med, yerr=[np.zeros_like(med), worst - med], fmt="none", ecolor="black", elinewidth=0.6,
-                        capsize=1.5)
+            ax.bar(
+                x,
+                med,
+                width,
+                color=COLOURS.get(name, "grey"),
+                label=name,
+                hatch="//" if _peer(name) else None,
+                alpha=0.55 if _peer(name) else 0.9,
+                edgecolor="black" if _peer(name) else "white",
+                linewidth=0.4,
+            )
+            ax.errorbar(x, med, yerr=[np.zeros_like(med), worst - med], fmt="none", ecolor="black", elinewidth=0.6, capsize=1.5)
         fewest = here.groupby("step")["fewest"].median().reindex(later)
         if fewest.notna().any():
             for j, value in enumerate(fewest.to_numpy()):
                 if np.isfinite(value):
-                    ax.hlines(value, j - 0.47, j + 0.47, colors="black", linestyles="--", linewidth=1.4,
-                              label="fewest moves for count balance" if j == 0 else None)
+                    ax.hlines(
+                        value,
+                        j - 0.47,
+                        j + 0.47,
+                        colors="black",
+                        linestyles="--",
+                        linewidth=1.4,
+                        label="fewest moves for count balance" if j == 0 else None,
+                    )
         ax.set_xticks(np.arange(len(later)))
         ax.set_xticklabels(later)
         ax.set_ylabel("partitions moved")
@@ -161,11 +206,13 @@ def moves(churn: pd.DataFrame, names: Sequence[str], steps: Sequence[str], path:
     for ax in axes.flat:
         for h, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, h)
-    fig.suptitle("Partitions moved at each churn step: median over seeds, whisker to the worst seed (kafka-python hatched)",
-                 fontsize=11)
+    fig.suptitle(
+        "Partitions moved at each churn step: median over seeds, whisker to the worst seed (kafka-python hatched)", fontsize=11
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.95))
-    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=10, fontsize=8, bbox_to_anchor=(0.5, 0.965),
-               frameon=False)
+    fig.legend(
+        list(handles.values()), list(handles), loc="upper center", ncol=10, fontsize=8, bbox_to_anchor=(0.5, 0.965), frameon=False
+    )
     return _save(fig, path)
 
 
@@ -178,8 +225,14 @@ def drain_curves(curves: Mapping[str, Mapping[str, object]], title: str, path: P
         for name, lag in c["lag"].items():  # type: ignore[union-attr]
             t = drains[name]
             label = f"{name} ({t / 60:.0f} min)" if np.isfinite(t) else f"{name} (never)"
-            ax.plot(times, np.asarray(lag) / 1e6, color=COLOURS.get(name, "grey"), linestyle="--" if _peer(name) else "-",
-                    linewidth=2.2 if name == "lag-sticky" else 1.3, label=label)
+            ax.plot(
+                times,
+                np.asarray(lag) / 1e6,
+                color=COLOURS.get(name, "grey"),
+                linestyle="--" if _peer(name) else "-",
+                linewidth=2.2 if name == "lag-sticky" else 1.3,
+                label=label,
+            )
         bound = float(c["bound"])  # type: ignore[arg-type]
         if np.isfinite(bound):
             ax.axvline(bound / 60, color="black", linestyle=":", linewidth=1, label=f"no plan faster ({bound / 60:.0f} min)")
@@ -190,10 +243,8 @@ def drain_curves(curves: Mapping[str, Mapping[str, object]], title: str, path: P
         right = min(times[-1], 3 * bound / 60) if np.isfinite(bound) and bound > 0 else times[-1]
         ax.set_xlim(0, right)
         if right < times[-1]:
-            ax.annotate("x axis cut at 3x the bound", (0.99, 0.5), xycoords="axes fraction", ha="right", fontsize=7,
-                        color="grey")
-        ax.set_title("producers stopped" if scenario == "backlog" else "producers appending 40% of the group's rate",
-                     fontsize=10)
+            ax.annotate("x axis cut at 3x the bound", (0.99, 0.5), xycoords="axes fraction", ha="right", fontsize=7, color="grey")
+        ax.set_title("producers stopped" if scenario == "backlog" else "producers appending 40% of the group's rate", fontsize=10)
         ax.legend(fontsize=7, title="time to drain", title_fontsize=7)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -218,18 +269,39 @@ def scale_times(scale: pd.DataFrame, names: Sequence[str], path: Path, limit: fl
                 ax.plot(g["partitions"], g["seconds"], **style)
             stopped = here[(here["planner"] == name) & here["status"].str.startswith("stopped")]
             if limit is not None and len(stopped):
-                ax.scatter(stopped["partitions"], [limit] * len(stopped), marker="^", s=60, color=COLOURS.get(name, "grey"),
-                           edgecolors="black", zorder=4)
+                ax.scatter(
+                    stopped["partitions"],
+                    [limit] * len(stopped),
+                    marker="^",
+                    s=60,
+                    color=COLOURS.get(name, "grey"),
+                    edgecolors="black",
+                    zorder=4,
+                )
                 smallest = scale["partitions"].min()
                 for n in stopped["partitions"]:
                     # at the left edge the label would spill into the neighbouring panel
                     left = n == smallest
-                    ax.annotate(f"{name} stopped", (n, limit), textcoords="offset points", xytext=(8 if left else -8, -4),
-                                fontsize=7, ha="left" if left else "right", va="top")
+                    ax.annotate(
+                        f"{name} stopped",
+                        (n, limit),
+                        textcoords="offset points",
+                        xytext=(8 if left else -8, -4),
+                        fontsize=7,
+                        ha="left" if left else "right",
+                        va="top",
+                    )
         if limit is not None:
             ax.axhline(limit, color="grey", linestyle=":", linewidth=1)
-            ax.annotate(f"limit {limit:.0f} s", (0.01, limit), xycoords=("axes fraction", "data"), textcoords="offset points",
-                        xytext=(0, 3), fontsize=7, color="grey")
+            ax.annotate(
+                f"limit {limit:.0f} s",
+                (0.01, limit),
+                xycoords=("axes fraction", "data"),
+                textcoords="offset points",
+                xytext=(0, 3),
+                fontsize=7,
+                color="grey",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"{c:,} consumers")
@@ -238,8 +310,9 @@ def scale_times(scale: pd.DataFrame, names: Sequence[str], path: Path, limit: fl
     axes.flat[0].set_ylabel("seconds per plan (log)")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=9, fontsize=8, bbox_to_anchor=(0.5, 0.95), frameon=False)
-    fig.suptitle("Time to plan from scratch (one run per point; kafka-python dashed, hollow; triangle: stopped at the limit)",
-                 fontsize=11)
+    fig.suptitle(
+        "Time to plan from scratch (one run per point; kafka-python dashed, hollow; triangle: stopped at the limit)", fontsize=11
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return _save(fig, path)
 

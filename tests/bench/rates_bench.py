@@ -8,7 +8,7 @@ the backlog in ``drain.TARGET`` seconds with producers stopped. Producers append
 topic with gamma(4) noise (``tests.bench.drain.produce_rates``), no partition above half
 the slowest consumer's rate. Every strategy plans the same lags; ``drain`` is also given the
 rates (the others cannot use them). Each plan is played forward with
-``spark_lag_assign.simulate``; the ratio is its time to drain over the fluid lower bound
+``spark_lag_assign.core.draintime``; the ratio is its time to drain over the fluid lower bound
 (total lag / (total read - total produce), and each partition read alone by the fastest).
 """
 
@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 import spark_lag_assign as sla
-from spark_lag_assign import rates as sla_rates, simulate
 from spark_lag_assign.assignors import drain as sla_drain
+from spark_lag_assign.core import draintime as simulate, rates as sla_rates
 from spark_lag_assign.testing import workloads
 from tests.bench import drain as drain_bench
 
@@ -93,13 +93,21 @@ def run(seeds: Sequence[int], loads: Sequence[float] = LOADS, strategies: Sequen
                     seconds = time.perf_counter() - start
                     d = simulate.simulate(lags, plan, rates, produced, consumers=list(subs))
                     units = drain_shares(rates)
-                    rows.append({
-                        "speeds": speeds, "load": load, "seed": seed, "strategy": name,
-                        "time_to_drain": d.time_to_drain, "lower_bound": d.lower_bound,
-                        "ratio": d.time_to_drain / d.lower_bound, "never": len(d.never_drains),
-                        **spreads(plan, subs), **{f"unit_{k}": v for k, v in spreads(plan, subs, units).items()},
-                        "seconds": seconds,
-                    })
+                    rows.append(
+                        {
+                            "speeds": speeds,
+                            "load": load,
+                            "seed": seed,
+                            "strategy": name,
+                            "time_to_drain": d.time_to_drain,
+                            "lower_bound": d.lower_bound,
+                            "ratio": d.time_to_drain / d.lower_bound,
+                            "never": len(d.never_drains),
+                            **spreads(plan, subs),
+                            **{f"unit_{k}": v for k, v in spreads(plan, subs, units).items()},
+                            "seconds": seconds,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
@@ -108,8 +116,9 @@ def makespan(plan: pd.DataFrame, rates: dict[str, float], produced: pd.DataFrame
     quadratic in a consumer's partitions: too slow at a million)."""
     rows = plan.merge(produced, on=["topic", "partition"], how="left")
     by = rows.groupby("consumer").agg(lag=("lag", "sum"), produce=("produce_rate", "sum")).reindex(sorted(rates), fill_value=0)
-    return float(sla_rates.drain_seconds(by["lag"].to_numpy(), by["produce"].to_numpy(),
-                                         np.asarray([rates[c] for c in by.index])).max())
+    return float(
+        sla_rates.drain_seconds(by["lag"].to_numpy(), by["produce"].to_numpy(), np.asarray([rates[c] for c in by.index])).max()
+    )
 
 
 def speed(partitions: int = 1_000_000, consumers: int = 1_000, load: float = 0.6) -> dict[str, float]:
@@ -128,8 +137,9 @@ def speed(partitions: int = 1_000_000, consumers: int = 1_000, load: float = 0.6
     for name, speeds in (("drain", "heterogeneous"), ("drain equal", "equal")):
         rates = read_rates(list(subs), base, speeds)
         produced = produce_rates(lags, sum(rates.values()), min(rates.values()), load, 0)
-        bound = sla_rates.lower_bound(lags["lag"].to_numpy(), produced["produce_rate"].to_numpy(),
-                                      np.asarray(list(rates.values())))
+        bound = sla_rates.lower_bound(
+            lags["lag"].to_numpy(), produced["produce_rate"].to_numpy(), np.asarray(list(rates.values()))
+        )
         start = time.perf_counter()
         mine = sla.assign(lags, subs, "drain", read_rates=rates, produce_rates=produced)
         out[name] = time.perf_counter() - start

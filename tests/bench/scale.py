@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign import metrics
+from spark_lag_assign.core import quality as metrics
 from spark_lag_assign.testing import workloads
 from tests.bench import bench_job
 from tests.bench.compare import Planner
@@ -107,17 +107,23 @@ def run_scale(
                     continue
                 seconds = time.perf_counter() - start
                 q = metrics.quality(plan, subs)
-                rows.append({**base, "status": "ok", "seconds": seconds, "optimality": q.optimality,
-                             "count_spread": q.count_spread, "topic_spread": q.topic_spread})
+                rows.append(
+                    {
+                        **base,
+                        "status": "ok",
+                        "seconds": seconds,
+                        "optimality": q.optimality,
+                        "count_spread": q.count_spread,
+                        "topic_spread": q.topic_spread,
+                    }
+                )
                 if log:
                     print(f"  scale {_label(n, c)} {p.name}: {seconds:.2f} s", flush=True)
             del lags, subs
     return pd.DataFrame(rows)
 
 
-def run_job(
-    topics: int, partitions: int, consumers: int, strategies: Sequence[str], repeat: int = 1
-) -> list[dict[str, object]]:
+def run_job(topics: int, partitions: int, consumers: int, strategies: Sequence[str], repeat: int = 1) -> list[dict[str, object]]:
     """The Spark job from a CSV snapshot against its floor (``bench_job.compare``): one row per
     strategy (fastest of ``repeat`` runs, ``floor_ratio`` = job / floor), then the floor's row."""
     with tempfile.TemporaryDirectory(prefix="sla-bench-") as tmp:
@@ -160,14 +166,20 @@ print("RESULT " + json.dumps({"seconds": seconds, "peak_bytes": peak - base if r
 def _growth_cell(partitions: int, consumers: int, strategy: str, timeout: float) -> dict[str, object]:
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     try:
-        done = subprocess.run([sys.executable, "-c", _GROWTH_CHILD, str(partitions), str(consumers), strategy],
-                              capture_output=True, text=True, timeout=timeout, env=env, cwd=Path(__file__).resolve().parents[2])
+        done = subprocess.run(
+            [sys.executable, "-c", _GROWTH_CHILD, str(partitions), str(consumers), strategy],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
+        )
     except subprocess.TimeoutExpired:
         return {"status": f"stopped after {timeout:.0f} s"}
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
     if done.returncode != 0 or line is None:
         return {"status": f"error (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:] or ''}"}
-    return {"status": "ok", **json.loads(line[len("RESULT "):])}
+    return {"status": "ok", **json.loads(line[len("RESULT ") :])}
 
 
 def run_growth(
@@ -199,12 +211,21 @@ def run_growth(
                 continue
             seconds = float(cell["seconds"])  # type: ignore[arg-type]
             peak = cell.get("peak_bytes")
-            rows.append({**base, "status": "ok", "seconds": seconds,
-                         "peak_mib": None if peak is None else float(peak) / 2**20,  # type: ignore[arg-type]
-                         "ns_per_plogp": seconds / (n * math.log2(n)) * 1e9})
+            rows.append(
+                {
+                    **base,
+                    "status": "ok",
+                    "seconds": seconds,
+                    "peak_mib": None if peak is None else float(peak) / 2**20,  # type: ignore[arg-type]
+                    "ns_per_plogp": seconds / (n * math.log2(n)) * 1e9,
+                }
+            )
             if log:
-                print(f"  growth {strategy} {n:,}: {seconds:.2f} s, "
-                      f"{'-' if peak is None else f'{float(peak) / 2**20:.0f}'} MiB", file=sys.stderr, flush=True)  # type: ignore[arg-type]
+                print(
+                    f"  growth {strategy} {n:,}: {seconds:.2f} s, {'-' if peak is None else f'{float(peak) / 2**20:.0f}'} MiB",
+                    file=sys.stderr,
+                    flush=True,
+                )  # type: ignore[arg-type]
     return pd.DataFrame(rows)
 
 
@@ -245,8 +266,13 @@ def growth_table(results: pd.DataFrame) -> str:
     sizes = sorted(results["partitions"].unique())
     exps = growth_exponents(results)
     steps = step_exponents(results)
-    head = ["strategy", *(f"{n:,}" for n in sizes), f"exponent (>= {FIT_FROM:,})", "slope per step",
-            "ns / (P log2 P), smallest -> largest"]
+    head = [
+        "strategy",
+        *(f"{n:,}" for n in sizes),
+        f"exponent (>= {FIT_FROM:,})",
+        "slope per step",
+        "ns / (P log2 P), smallest -> largest",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for strategy, g in results.groupby("strategy", sort=False):
         cells = [str(strategy)]
@@ -283,8 +309,13 @@ def plot_growth(results: pd.DataFrame, path: Path) -> Path:
     if len(ok):
         sizes = np.asarray(sorted(ok["partitions"].unique()), dtype=float)
         first = ok[ok["partitions"] == sizes[0]]["seconds"].min()
-        left.plot(sizes, first * sizes * np.log2(sizes) / (sizes[0] * np.log2(sizes[0])), "k--", lw=1,
-                  label="P log P from the fastest at the smallest size")
+        left.plot(
+            sizes,
+            first * sizes * np.log2(sizes) / (sizes[0] * np.log2(sizes[0])),
+            "k--",
+            lw=1,
+            label="P log P from the fastest at the smallest size",
+        )
     for ax, what in ((left, "seconds"), (right, "peak MiB over the inputs")):
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -311,8 +342,11 @@ def growth_section(out: Path, quick: bool = False, results: pd.DataFrame | None 
     reference = _plogp_slope(sizes) if len(sizes) >= 2 else float("nan")
     exps = growth_exponents(results)
     faster = [s for s, e in exps.items() if e > reference + 0.1]
-    verdict = (f"no strategy grows faster than P log P (exponent <= {reference + 0.1:.2f})" if not faster else
-               f"**{', '.join(faster)} grow(s) faster than P log P** (exponent above {reference + 0.1:.2f})")
+    verdict = (
+        f"no strategy grows faster than P log P (exponent <= {reference + 0.1:.2f})"
+        if not faster
+        else f"**{', '.join(faster)} grow(s) faster than P log P** (exponent above {reference + 0.1:.2f})"
+    )
     parts = [
         "## Growth: time and memory of `assign` from 10k to 5M partitions",
         f"`tests/bench/scale.py` (`run_growth`): `spark_lag_assign.assign` alone, each cell in a fresh process, "
@@ -329,6 +363,19 @@ def growth_section(out: Path, quick: bool = False, results: pd.DataFrame | None 
 
 
 __all__ = [
-    "CONSUMERS", "GROWTH_SIZES", "GROWTH_STRATEGIES", "SIZES", "Stopped", "group", "growth_exponents", "growth_section",
-    "growth_table", "plot_growth", "run_growth", "run_job", "run_scale", "step_exponents", "time_limit",
+    "CONSUMERS",
+    "GROWTH_SIZES",
+    "GROWTH_STRATEGIES",
+    "SIZES",
+    "Stopped",
+    "group",
+    "growth_exponents",
+    "growth_section",
+    "growth_table",
+    "plot_growth",
+    "run_growth",
+    "run_job",
+    "run_scale",
+    "step_exponents",
+    "time_limit",
 ]

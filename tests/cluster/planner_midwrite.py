@@ -41,7 +41,7 @@ def _freeze(what: str) -> None:
 
 
 def _patch() -> None:
-    from spark_lag_assign.store import directory, hadoop, kafka as kafka_store
+    from spark_lag_assign.store import fs, hadoop, kafka as kafka_store
 
     transact = kafka_store.KafkaStore._transact
 
@@ -65,7 +65,7 @@ def _patch() -> None:
         return rename
 
     hadoop.HadoopFileSystem.rename = frozen_rename(hadoop.HadoopFileSystem.rename)
-    directory.LocalFileSystem.rename = frozen_rename(directory.LocalFileSystem.rename)
+    fs.LocalFileSystem.rename = frozen_rename(fs.LocalFileSystem.rename)
 
 
 def submitted_session(spark_conf: dict[str, str], master: str | None) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
-from spark_lag_assign.store.kafka import generation_prefix, topic_names
+from spark_lag_assign.store.kafka import claims_topic, generation_prefix, plans_topic
 
 GARBAGE = b"\xff\xfe not a record of spark-lag-assign \x00"
 
@@ -43,7 +43,7 @@ def _overwrite(bootstrap_servers: str, topic: str, key: str) -> None:
 
 def damage_generation(bootstrap_servers: str, name: str, generation: int) -> None:
     """Overwrite one consumer record of ``generation`` in ``NAME.plans``."""
-    plans, _ = topic_names(name)
+    plans = plans_topic(name)
     prefix = generation_prefix(generation) + "c/"
     keys = sorted(k for k in _keys(bootstrap_servers, plans) if k.startswith(prefix))
     if not keys:
@@ -52,6 +52,5 @@ def damage_generation(bootstrap_servers: str, name: str, generation: int) -> Non
 
 
 def damage_claim(bootstrap_servers: str, name: str, consumer: str) -> None:
-    """Overwrite ``consumer``'s claim in ``NAME.claims``."""
-    _, claims = topic_names(name)
-    _overwrite(bootstrap_servers, claims, consumer)
+    """Overwrite ``consumer``'s claim in its topic ``NAME.claims.<consumer>``."""
+    _overwrite(bootstrap_servers, claims_topic(name, consumer), consumer)

@@ -11,7 +11,7 @@ import threading
 import pandas as pd
 import pytest
 
-from spark_lag_assign import plan as plan_io
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import ClaimFencedError, ClaimRecord, PublishFencedError, Store
 from tests.contract.conftest import Harness
 

@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from spark_lag_assign import config, job, plan as plan_io
+from spark_lag_assign import config
 from spark_lag_assign.consume import PlanFollower, RunSummary, read_assigned
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id
 from spark_lag_assign.errors import (
@@ -30,7 +30,9 @@ from spark_lag_assign.errors import (
     NothingAssignedError,
     PlanError,
 )
-from spark_lag_assign.offsets import read_offsets
+from spark_lag_assign.extract.offsets import read_offsets
+from spark_lag_assign.plan import build as plan_io
+from spark_lag_assign.spark import job
 from spark_lag_assign.store import ClaimRecord, open_store
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from tests.contract import directory_faults
@@ -203,7 +205,10 @@ def events(kafka: LocalKafka) -> str:
 
 
 def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_records(
-    kafka: LocalKafka, events: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    events: str,
+    spark: Any,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     bootstrap = kafka.bootstrap_servers
     plan_dir = tmp_path / "plan"
@@ -218,7 +223,11 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
     running = {c: Running(follower(spark, plan_dir, c, tmp_path, bootstrap)) for c in ("C0", "C1")}
     try:
         wait_until(lambda: all(r.started(1) for r in running.values()), 120, "C0 and C1 read generation 1")
-        wait_until(lambda: caught_up(bootstrap, GROUP, events, dict.fromkeys(range(PARTITIONS), BACKLOG)), 120, "the backlog is committed")
+        wait_until(
+            lambda: caught_up(bootstrap, GROUP, events, dict.fromkeys(range(PARTITIONS), BACKLOG)),
+            120,
+            "the backlog is committed",
+        )
 
         # a consumer joins: range moves t-2 from C0 to C1 and t-4, t-5 from C1 to C2
         plans[2] = replan("C0,C1,C2")
@@ -232,7 +241,10 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
 
         # one leaves: t-2 goes back to C0 and t-3 to C2; C1's follower releases and returns
         plans[3] = replan("C0,C2")
-        assert {c: e["assign"] for c, e in plans[3]["consumers"].items()} == {"C0": {events: [0, 1, 2]}, "C2": {events: [3, 4, 5]}}
+        assert {c: e["assign"] for c, e in plans[3]["consumers"].items()} == {
+            "C0": {events: [0, 1, 2]},
+            "C2": {events: [3, 4, 5]},
+        }
         wait_until(lambda: running["C1"].summary is not None or running["C1"].error is not None, 120, "C1 leaves")
         wait_until(lambda: running["C0"].started(3) and running["C2"].started(3), 180, "C0 and C2 read generation 3")
         mark = dict(producer.sent.items())
@@ -246,7 +258,11 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
     assert {c: s.reason for c, s in summaries.items()} == {"C0": "stopped", "C1": "left", "C2": "stopped"}
     assert all(s.commit_failures == 0 for s in summaries.values())
     end = group_offsets(bootstrap, GROUP, events)
-    assert [int(c) for c in end["committed_offset"]] == [int(e) for e in end["end_offset"]] == [producer.sent[p] for p in range(PARTITIONS)]
+    assert (
+        [int(c) for c in end["committed_offset"]]
+        == [int(e) for e in end["end_offset"]]
+        == [producer.sent[p] for p in range(PARTITIONS)]
+    )
 
     records = read_sinks(spark, tmp_path)
     produced = producer.produced()
@@ -258,7 +274,9 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
         own = {p for (_, p), c in owners(plans[generation]).items() if c == consumer}
         assert set(part["partition"]) <= own, (consumer, generation)
     # duplicates: none on a partition that never moved, at most one micro-batch per move
-    moves = {p: sum(owners(plans[g])[(events, p)] != owners(plans[g + 1])[(events, p)] for g in (1, 2)) for p in range(PARTITIONS)}
+    moves = {
+        p: sum(owners(plans[g])[(events, p)] != owners(plans[g + 1])[(events, p)] for g in (1, 2)) for p in range(PARTITIONS)
+    }
     assert moves == {0: 0, 1: 0, 2: 2, 3: 1, 4: 1, 5: 1}
     duplicates = {int(p): int(len(g) - g["value"].nunique()) for p, g in records.groupby("partition")}
     for p in range(PARTITIONS):
@@ -273,9 +291,7 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
                 e for e in running[old_owner].follower.events
                 if e.kind == "claim" and e.generation >= g and p not in e.assign.get(t, [])
             )  # fmt: skip
-            started = next(
-                e for e in running[new_owner].follower.events if e.kind == "start" and e.generation == g
-            )
+            started = next(e for e in running[new_owner].follower.events if e.kind == "start" and e.generation == g)
             assert released.at < started.at, f"{new_owner} started {t}-{p} before {old_owner} released it"
             handed = next(e for e in reversed(running[old_owner].follower.events) if e.kind == "stop" and e.at <= released.at)
             final = json.loads(handed.detail)[f"{t}-{p}"]
@@ -291,14 +307,27 @@ def test_pipelines_follow_the_plan_through_a_join_and_a_leave_without_losing_rec
 # -- reading with a plan -------------------------------------------------------------------------
 
 
-def hand_plan(directory: Path, generation: int, consumers: dict[str, dict[str, list[int]]], starting: dict[str, dict[str, dict[str, int]]], group: str | None = "fixed-it") -> None:
+def hand_plan(
+    directory: Path,
+    generation: int,
+    consumers: dict[str, dict[str, list[int]]],
+    starting: dict[str, dict[str, dict[str, int]]],
+    group: str | None = "fixed-it",
+) -> None:
     """Publish a plan written by hand as the store's next generation (which must be ``generation``)."""
     rows = [
         (c, t, p, 0, starting.get(c, {}).get(t, {}).get(str(p), -2))
         for c, assign in consumers.items() for t, ps in assign.items() for p in ps
     ]  # fmt: skip
     frame = pd.DataFrame(rows, columns=list(plan_io.PLAN_COLUMNS))
-    doc = plan_io.build_plan(frame, {c: list(a) or ["fixed"] for c, a in consumers.items()}, generation=generation, strategy="range", reset="earliest", group=group)
+    doc = plan_io.build_plan(
+        frame,
+        {c: list(a) or ["fixed"] for c, a in consumers.items()},
+        generation=generation,
+        strategy="range",
+        reset="earliest",
+        group=group,
+    )
     with open_store(str(directory)) as store, store.publisher() as publisher:
         assert publisher.next_generation() == generation
         publisher.publish(doc)
@@ -312,7 +341,10 @@ def fixed(kafka: LocalKafka) -> str:
 
 
 def test_read_assigned_streams_the_consumers_partitions_from_the_planned_offsets(
-    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    fixed: str,
+    spark: Any,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     hand_plan(tmp_path, 1, {"A": {fixed: [0, 2]}, "B": {fixed: [1]}}, {"A": {fixed: {"0": 25, "2": -2}}})
     stream = read_assigned(spark, str(tmp_path), "A", bootstrap_servers=kafka.bootstrap_servers, maxOffsetsPerTrigger=7)
@@ -332,7 +364,11 @@ def test_read_assigned_streams_the_consumers_partitions_from_the_planned_offsets
 
 @pytest.mark.parametrize("damage", ["no-plan", "damaged"])
 def test_a_missing_or_unreadable_plan_at_start_is_a_clear_error(
-    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path, damage: str  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    fixed: str,
+    spark: Any,
+    tmp_path: Path,
+    damage: str,  # type: ignore[no-untyped-def]
 ) -> None:
     plan_dir = tmp_path / "plan"
     if damage == "damaged":
@@ -347,7 +383,10 @@ def test_a_missing_or_unreadable_plan_at_start_is_a_clear_error(
 
 
 def test_a_consumer_the_plan_does_not_name_is_a_clear_error(
-    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    fixed: str,
+    spark: Any,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     hand_plan(tmp_path, 1, {"A": {fixed: [0, 1, 2]}, "idle": {}}, {})
     message = r"consumer 'Z' is not in generation 1 of the plan at .* \(consumers: A, idle\)"
@@ -360,7 +399,11 @@ def test_a_consumer_the_plan_does_not_name_is_a_clear_error(
 
 
 def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
-    kafka: LocalKafka, fixed: str, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    fixed: str,
+    spark: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
     plan_dir = tmp_path / "plan"
     hand_plan(plan_dir, 1, {"A": {fixed: [0, 1]}, "B": {fixed: [2]}}, {})
@@ -369,8 +412,10 @@ def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
     with open_store(str(plan_dir)) as store, store.claim_writer("A") as writer:
         writer.write(1, holds(fixed, 0, 1), lease=600.0, state="reading")
     started = time.monotonic()
-    with caplog.at_level(logging.ERROR, logger="spark_lag_assign"), \
-            pytest.raises(HandoverTimeoutError, match=r"B waited 3s .* A holds fixed-1 under generation 1"):
+    with (
+        caplog.at_level(logging.ERROR, logger="spark_lag_assign"),
+        pytest.raises(HandoverTimeoutError, match=r"B waited 3s .* A holds fixed-1 under generation 1"),
+    ):
         follower(spark, plan_dir, "B", tmp_path, kafka.bootstrap_servers, handover_timeout=3.0).run()
     assert 3 <= time.monotonic() - started < 30
     assert any("A holds fixed-1 under generation 1" in r.getMessage() for r in caplog.records)
@@ -380,9 +425,10 @@ def test_a_partition_whose_old_owner_never_releases_it_times_out_with_a_report(
     assert not (tmp_path / "sink" / "B").exists()
 
 
-
 def test_the_example_pipeline_runs_locally_reads_the_backlog_and_commits_it(
-    kafka: LocalKafka, fixed: str, tmp_path: Path  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    fixed: str,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     """``jobs/example_pipeline.py --local --available-now`` in its own process, as a user runs it."""
     plan_dir, out = tmp_path / "plan", tmp_path / "out"
@@ -425,7 +471,11 @@ def trickle(kafka: LocalKafka, request: pytest.FixtureRequest) -> Iterator[tuple
 
 
 def test_a_failed_commit_is_logged_and_caught_up_by_the_next_batch(
-    kafka: LocalKafka, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, trickle: tuple[str, str, Producer]  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    spark: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    trickle: tuple[str, str, Producer],  # type: ignore[no-untyped-def]
 ) -> None:
     topic, group, producer = trickle
     plan_dir = tmp_path / "plan"
@@ -460,7 +510,11 @@ def test_a_failed_commit_is_logged_and_caught_up_by_the_next_batch(
 
 
 def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand_over(
-    kafka: LocalKafka, spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, trickle: tuple[str, str, Producer]  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    spark: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    trickle: tuple[str, str, Producer],  # type: ignore[no-untyped-def]
 ) -> None:
     """Releasing a partition whose last batch is not committed would start the new owner behind
     what was read and written: the old owner keeps its claim, the new one waits and says who it
@@ -532,7 +586,9 @@ def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand
 
 
 def test_a_broker_outage_between_a_batch_and_its_commit_is_caught_up_without_a_restart(
-    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+    spark: Any,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
     """A broker of its own, stopped while a batch sits in the sink (read, not yet committed) and
     started again on the same port with the same data: the commit fails and is logged, the

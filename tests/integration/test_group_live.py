@@ -34,7 +34,7 @@ import pandas as pd
 import pytest
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
-from spark_lag_assign.metrics import quality
+from spark_lag_assign.core.quality import quality
 from spark_lag_assign.testing.localkafka import LocalKafka, create_topic, produce
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,10 +56,31 @@ class Member:
         self.killed_at: float | None = None
         self.stopping = False
         cmd = [
-            sys.executable, str(JOB), "--bootstrap-servers", kafka.bootstrap_servers, "--group", group,
-            "--topics", topic, "--name", name, "--journal", str(self.journal), "--reset", "earliest",
-            "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", "500",
-            "--max-poll-interval-ms", "15000", "--max-poll-records", "200", "--lag-interval-s", "1", *extra,
+            sys.executable,
+            str(JOB),
+            "--bootstrap-servers",
+            kafka.bootstrap_servers,
+            "--group",
+            group,
+            "--topics",
+            topic,
+            "--name",
+            name,
+            "--journal",
+            str(self.journal),
+            "--reset",
+            "earliest",
+            "--session-timeout-ms",
+            str(SESSION_MS),
+            "--heartbeat-interval-ms",
+            "500",
+            "--max-poll-interval-ms",
+            "15000",
+            "--max-poll-records",
+            "200",
+            "--lag-interval-s",
+            "1",
+            *extra,
         ]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
@@ -261,7 +282,9 @@ def test_lag_sticky_group_balances_a_skewed_backlog_moves_little_and_outlives_a_
         assert all(four[n] <= after[n] for n in after), (four, after)
         assert set().union(*(after[n] - four[n] for n in after)) == orphaned
         taken = [
-            e["t"] for m in alive(members) for e in m.events()
+            e["t"]
+            for m in alive(members)
+            for e in m.events()
             if e["event"] == "assigned" and e["t"] > victim.killed_at and orphaned & {(t, p) for t, p in e["partitions"]}
         ]
         assert victim.killed_at is not None
@@ -413,9 +436,14 @@ class InProcessGroup:
 
             # client id = name: a dynamic member's id starts with it, so members sort by name
             consumer = KafkaConsumer(
-                bootstrap_servers=self.kafka.bootstrap_servers, group_id=self.group, client_id=name,
-                session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500, max_poll_interval_ms=15000,
-                enable_auto_commit=False, partition_assignment_strategy=[assignor],
+                bootstrap_servers=self.kafka.bootstrap_servers,
+                group_id=self.group,
+                client_id=name,
+                session_timeout_ms=SESSION_MS,
+                heartbeat_interval_ms=500,
+                max_poll_interval_ms=15000,
+                enable_auto_commit=False,
+                partition_assignment_strategy=[assignor],
             )
             try:
                 subscribe(consumer, [self.topic], listener)
@@ -442,8 +470,10 @@ class InProcessGroup:
             owned = {n: set(tps) for n, tps in self.owned.items()}
             led = [a.last for a in self.assignors.values() if a.last is not None and a.last.members == len(owned)]
             ok = (
-                sum(map(len, owned.values())) == len(every) and set().union(*owned.values()) == every
-                and bool(led) and all(r.deferred == 0 for r in led)
+                sum(map(len, owned.values())) == len(every)
+                and set().union(*owned.values()) == every
+                and bool(led)
+                and all(r.deferred == 0 for r in led)
             )
             state = (ok, {n: sorted(v) for n, v in owned.items()})
             if state != seen:
@@ -529,6 +559,7 @@ def test_the_leader_never_waits_for_a_lag_read(kafka: LocalKafka) -> None:
         release.set()
         monitor.close()
 
+
 def form_group(kafka: LocalKafka, topic: str, assignors: list[Any], *, timeout: float) -> tuple[float | None, list[set[TP]]]:
     """Consumers in threads, one per assignor, joined with ``subscribe``; how long until the
     broker calls the group Stable with every member holding a share (None: never)."""
@@ -541,8 +572,12 @@ def form_group(kafka: LocalKafka, topic: str, assignors: list[Any], *, timeout: 
 
     def consume(i: int) -> None:
         consumer = KafkaConsumer(
-            bootstrap_servers=kafka.bootstrap_servers, group_id=topic, client_id=f"{topic}-{i}",
-            session_timeout_ms=SESSION_MS, heartbeat_interval_ms=500, max_poll_interval_ms=15000,
+            bootstrap_servers=kafka.bootstrap_servers,
+            group_id=topic,
+            client_id=f"{topic}-{i}",
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=500,
+            max_poll_interval_ms=15000,
             partition_assignment_strategy=[assignors[i]],
         )
         subscribe(consumer, [topic])

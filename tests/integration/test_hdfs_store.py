@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from spark_lag_assign import plan as plan_io
 from spark_lag_assign.errors import ConfigError
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import PublishFencedError, StoreError, open_store, parse_uri
 from spark_lag_assign.store.directory import DirectoryStore
 from spark_lag_assign.store.export import export_plan

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_lag_assign import cli, plan as plan_io
-from spark_lag_assign.session import submit_command, submit_env
+from spark_lag_assign import cli
+from spark_lag_assign.plan import build as plan_io
+from spark_lag_assign.spark.session import submit_command, submit_env
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from tests.unit.test_plan import tree
 
@@ -43,17 +44,45 @@ def console(*args: str) -> subprocess.CompletedProcess[str]:
 def test_spark_submit_live_then_replayed_from_a_snapshot_gives_the_same_plan(
     kafka: LocalKafka, payments: str, tmp_path: Path
 ) -> None:
-    live = submit("--bootstrap-servers", kafka.bootstrap_servers, "--group", "payments-pipelines",
-                  "--topics", payments, "--consumers", "p-a,p-b,p-c", "--reset", "earliest",
-                  "--output", str(tmp_path / "live"))
+    live = submit(
+        "--bootstrap-servers",
+        kafka.bootstrap_servers,
+        "--group",
+        "payments-pipelines",
+        "--topics",
+        payments,
+        "--consumers",
+        "p-a,p-b,p-c",
+        "--reset",
+        "earliest",
+        "--output",
+        str(tmp_path / "live"),
+    )
     assert live.returncode == 0, live.stderr[-2000:]
     assert "plan generation 1 (lag-sticky, reset=earliest)" in live.stdout
-    snap = console("snapshot", "--bootstrap-servers", kafka.bootstrap_servers, "--group", "payments-pipelines",
-                   "--topics", payments, "--output", str(tmp_path / "offsets.parquet"))
+    snap = console(
+        "snapshot",
+        "--bootstrap-servers",
+        kafka.bootstrap_servers,
+        "--group",
+        "payments-pipelines",
+        "--topics",
+        payments,
+        "--output",
+        str(tmp_path / "offsets.parquet"),
+    )
     assert snap.returncode == 0, snap.stderr
     assert "wrote 6 partitions of 1 topic(s)" in snap.stdout
-    offline = submit("--offsets", str(tmp_path / "offsets.parquet"), "--consumers", "p-a,p-b,p-c",
-                     "--reset", "earliest", "--output", str(tmp_path / "offline"))
+    offline = submit(
+        "--offsets",
+        str(tmp_path / "offsets.parquet"),
+        "--consumers",
+        "p-a,p-b,p-c",
+        "--reset",
+        "earliest",
+        "--output",
+        str(tmp_path / "offline"),
+    )
     assert offline.returncode == 0, offline.stderr[-2000:]
     a, b = plan_io.read_plan(tmp_path / "live"), plan_io.read_plan(tmp_path / "offline")
     assert {c: e["assign"] for c, e in a["consumers"].items()} == {c: e["assign"] for c, e in b["consumers"].items()}
@@ -71,8 +100,18 @@ def test_spark_submit_live_then_replayed_from_a_snapshot_gives_the_same_plan(
 
 
 def test_spark_submit_with_bad_input_exits_non_zero_with_one_line(kafka: LocalKafka, payments: str, tmp_path: Path) -> None:
-    done = submit("--bootstrap-servers", kafka.bootstrap_servers, "--group", "payments-pipelines",
-                  "--topics", "nope", "--consumers", "a", "--output", str(tmp_path / "p"))
+    done = submit(
+        "--bootstrap-servers",
+        kafka.bootstrap_servers,
+        "--group",
+        "payments-pipelines",
+        "--topics",
+        "nope",
+        "--consumers",
+        "a",
+        "--output",
+        str(tmp_path / "p"),
+    )
     assert done.returncode == 1
     # spark-submit's PythonRunner merges the script's stderr into its own stdout
     output = done.stdout + done.stderr
@@ -109,12 +148,31 @@ def silent_server() -> Iterator[str]:
 
 
 def plan_args(bootstrap: str, out: Path, *extra: str) -> list[str]:
-    return ["plan", "--bootstrap-servers", bootstrap, "--group", "payments-pipelines", "--topics", "payments",
-            "--consumers", "a,b", "--timeout-ms", "3000", "--output", str(out), *extra]
+    return [
+        "plan",
+        "--bootstrap-servers",
+        bootstrap,
+        "--group",
+        "payments-pipelines",
+        "--topics",
+        "payments",
+        "--consumers",
+        "a,b",
+        "--timeout-ms",
+        "3000",
+        "--output",
+        str(out),
+        *extra,
+    ]
 
 
 def test_faults_of_a_scheduled_run_leave_the_previous_plan_untouched(
-    kafka: LocalKafka, payments: str, spark, silent_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    payments: str,
+    spark,
+    silent_server: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
 ) -> None:
     out = tmp_path / "p"
 
@@ -124,12 +182,20 @@ def test_faults_of_a_scheduled_run_leave_the_previous_plan_untouched(
 
     assert run(plan_args(kafka.bootstrap_servers, out))[0] == 0
     before = tree(out)
-    sasl = ["--kafka-option", "security_protocol=SASL_PLAINTEXT", "--kafka-option", "sasl_mechanism=PLAIN",
-            "--kafka-option", "sasl_plain_username=planner"]
+    sasl = [
+        "--kafka-option",
+        "security_protocol=SASL_PLAINTEXT",
+        "--kafka-option",
+        "sasl_mechanism=PLAIN",
+        "--kafka-option",
+        "sasl_plain_username=planner",
+    ]
     cases = [
         (plan_args(silent_server, out), "accepted the connection but did not answer within 3000 ms"),
-        (plan_args(kafka.sasl_bootstrap_servers, out, *sasl, "--kafka-option", "sasl_plain_password=wrong"),
-         "authentication failed"),
+        (
+            plan_args(kafka.sasl_bootstrap_servers, out, *sasl, "--kafka-option", "sasl_plain_password=wrong"),
+            "authentication failed",
+        ),
         (plan_args(kafka.bootstrap_servers, out, "--kafka-option", "no_such_option=1"), "invalid Kafka client option"),
     ]
     for args, message in cases:
@@ -137,8 +203,7 @@ def test_faults_of_a_scheduled_run_leave_the_previous_plan_untouched(
         assert code == 1 and message in err and len(err.splitlines()) == 1, (args, err)
         assert tree(out) == before
     # the right password gets through the same listener: the failure above was the credentials
-    code, err = run(plan_args(kafka.sasl_bootstrap_servers, out, *sasl, "--kafka-option",
-                              "sasl_plain_password=planner-secret"))
+    code, err = run(plan_args(kafka.sasl_bootstrap_servers, out, *sasl, "--kafka-option", "sasl_plain_password=planner-secret"))
     assert code == 0, err
     assert plan_io.read_plan(out)["generation"] == 2
 
@@ -147,8 +212,22 @@ def test_faults_of_a_scheduled_run_leave_the_previous_plan_untouched(
 
 
 def _plan_live(spark, kafka: LocalKafka, group: str, topics: str, consumers: str, out: Path) -> plan_io.Plan:  # type: ignore[no-untyped-def]
-    code = cli.main(["plan", "--bootstrap-servers", kafka.bootstrap_servers, "--group", group, "--topics", topics,
-                     "--consumers", consumers, "--output", str(out)], session_factory=lambda conf, master: spark)
+    code = cli.main(
+        [
+            "plan",
+            "--bootstrap-servers",
+            kafka.bootstrap_servers,
+            "--group",
+            group,
+            "--topics",
+            topics,
+            "--consumers",
+            consumers,
+            "--output",
+            str(out),
+        ],
+        session_factory=lambda conf, master: spark,
+    )
     assert code == 0
     return plan_io.read_plan(out)
 
@@ -158,7 +237,9 @@ def _owned(doc: plan_io.Plan, topic: str) -> dict[str, list[int]]:
 
 
 def test_the_second_live_generation_carries_produce_and_read_rates_measured_since_the_first(
-    kafka: LocalKafka, spark, tmp_path: Path  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    spark,
+    tmp_path: Path,  # type: ignore[no-untyped-def]
 ) -> None:
     topic, group = "rates-live", "rates-live-pipelines"
     create_topic(kafka.bootstrap_servers, topic, 4)
@@ -212,7 +293,10 @@ def _recreate(bootstrap_servers: str, topic: str, partitions: int) -> None:
 
 
 def test_a_topic_recreated_between_generations_has_unknown_produce_rates_and_a_warning(
-    kafka: LocalKafka, spark, tmp_path: Path, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+    kafka: LocalKafka,
+    spark,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
     group = "recreated-pipelines"
     create_topic(kafka.bootstrap_servers, "recreated", 2)

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_lag_assign import cli, config, job, plan as plan_io
+from spark_lag_assign import cli, config
+from spark_lag_assign.plan import build as plan_io
+from spark_lag_assign.spark import job
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, free_port, produce
 from tests.unit.test_plan import tree
 
@@ -54,7 +56,9 @@ def test_the_plan_follows_the_lag_rules_and_the_lag_strategy(planned: Path) -> N
 
 
 def test_the_kafka_source_reads_exactly_the_records_of_the_consumers_partitions(
-    planned: Path, kafka: LocalKafka, spark  # type: ignore[no-untyped-def]
+    planned: Path,
+    kafka: LocalKafka,
+    spark,  # type: ignore[no-untyped-def]
 ) -> None:
     for consumer in ("C0", "C1"):
         assign = (planned / "assign" / f"{consumer}.json").read_text().strip()
@@ -70,9 +74,7 @@ def test_the_kafka_source_reads_exactly_the_records_of_the_consumers_partitions(
         )
         got = sorted(r.value for r in records.collect())
         partitions = json.loads(assign)["orders"]
-        want = sorted(
-            f"orders:{p}:{seq}" for p in partitions for seq in range(COMMITTED.get(p, 0), PRODUCED[p])
-        )
+        want = sorted(f"orders:{p}:{seq}" for p in partitions for seq in range(COMMITTED.get(p, 0), PRODUCED[p]))
         assert got == want, consumer
 
 
@@ -85,14 +87,22 @@ def run_cli(spark, *args: str) -> int:  # type: ignore[no-untyped-def]
     [
         (["--group", "planner-it", "--topics", "orders", "--consumers", "C0"], "cannot reach Kafka"),
         (["--group", "nobody-home", "--topics", "orders", "--consumers", "C0"], "unknown consumer group 'nobody-home'"),
-        (["--group", "planner-it", "--topics", "orders,missing", "--consumers", "C0"], "topic(s) not found in the cluster: missing"),
+        (
+            ["--group", "planner-it", "--topics", "orders,missing", "--consumers", "C0"],
+            "topic(s) not found in the cluster: missing",
+        ),
         (["--group", "planner-it", "--topics", "orders", "--consumers", ","], "no consumers"),
         (["--group", "planner-it", "--topics", "orders", "--consumers", "C0,C1,C0"], "consumer id 'C0' is given twice"),
     ],
     ids=["unreachable", "unknown-group", "missing-topic", "zero-consumers", "consumer-twice"],
 )
 def test_bad_input_is_one_line_and_leaves_the_previous_plan_untouched(
-    planned: Path, kafka: LocalKafka, spark, capsys: pytest.CaptureFixture[str], args: list[str], message: str  # type: ignore[no-untyped-def]
+    planned: Path,
+    kafka: LocalKafka,
+    spark,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,  # type: ignore[no-untyped-def]
 ) -> None:
     bootstrap = f"127.0.0.1:{free_port()}" if message == "cannot reach Kafka" else kafka.bootstrap_servers
     before = tree(planned)

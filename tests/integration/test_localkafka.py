@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,59 @@ def test_the_broker_dies_with_the_process_that_started_it(tmp_path: Path, sig: s
         assert gone(port), "the broker outlived the process that started it"
     finally:
         proc.kill()
+
+
+# -- the authorizing broker -------------------------------------------------------------------
+
+
+def test_an_authorizing_broker_allows_a_user_only_what_it_was_granted(kafka_acl: LocalKafka) -> None:
+    from kafka import KafkaAdminClient
+
+    from spark_lag_assign.extract.acls import Acl
+    from spark_lag_assign.testing.localkafka import create_topic
+
+    topic = f"granted-{time.monotonic_ns()}"
+    create_topic(kafka_acl.bootstrap_servers, topic, 1, client_options=kafka_acl.client_options())  # the super user may
+    user = f"u{time.monotonic_ns()}"
+    kafka_acl.add_user(user)
+    admin = KafkaAdminClient(bootstrap_servers=kafka_acl.bootstrap_servers, **kafka_acl.client_options(user))
+    try:
+        assert admin.list_topics() == []  # no ACL: it may not even see that the topic exists
+        (refused,) = admin.describe_topics([topic])
+        assert refused["error_code"] == 29  # TOPIC_AUTHORIZATION_FAILED
+        kafka_acl.grant(user, [Acl("DESCRIBE", "Topic", topic[:8], "prefixed")])
+        (seen,) = admin.describe_topics([topic])
+        assert seen["error_code"] == 0 and len(seen["partitions"]) == 1
+        assert seen["authorized_operations"] == ["DESCRIBE"]  # and nothing more
+    finally:
+        admin.close()
+
+
+def test_an_authorizing_broker_takes_only_scram_logins_of_its_users(kafka_acl: LocalKafka) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    wrong = {**kafka_acl.client_options(), "sasl_plain_password": "not-the-password"}
+    with pytest.raises(KafkaError):
+        KafkaAdminClient(bootstrap_servers=kafka_acl.bootstrap_servers, bootstrap_timeout_ms=3000, **wrong)
+    with pytest.raises(KafkaError):  # no anonymous PLAINTEXT clients
+        KafkaAdminClient(bootstrap_servers=kafka_acl.bootstrap_servers, bootstrap_timeout_ms=3000)
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ({"acl_users": {"admin": "x"}, "sasl_users": {"planner": "y"}}, "exclude each other"),
+        ({"acl_users": {"planner": "x"}}, "super users must be among acl_users"),
+        ({"acl_users": {"admin": "x", "broker": "y"}}, "'broker' is the broker's own principal"),
+        ({"acl_users": {"admin": "a,b]"}}, "may hold only letters, digits"),
+    ],
+)
+def test_a_contradictory_authorizing_setup_is_refused_before_anything_starts(
+    tmp_path: Path, options: dict[str, Any], complaint: str
+) -> None:
+    from spark_lag_assign.errors import BrokerError
+
+    with pytest.raises(BrokerError, match=complaint):
+        LocalKafka(tmp_path, **options)
+    assert not (tmp_path / "data").exists()

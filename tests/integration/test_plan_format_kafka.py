@@ -12,18 +12,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from spark_lag_assign import plan as plan_io
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
-from spark_lag_assign.store.kafka import _digest, consumer_key, encode_plan, topic_names
+from spark_lag_assign.store.kafka import _digest, consumer_key, encode_plan, plans_topic
 from spark_lag_assign.testing.localkafka import LocalKafka
 
 SUBS = {"C0": ["t0"], "C1": ["t0"]}
 
 
 def make(generation: int) -> plan_io.Plan:
-    rows = pd.DataFrame(
-        [("C0", "t0", 0, 10, 5), ("C1", "t0", 1, 20, -2)], columns=list(plan_io.PLAN_COLUMNS)
-    )
+    rows = pd.DataFrame([("C0", "t0", 0, 10, 5), ("C1", "t0", 1, 20, -2)], columns=list(plan_io.PLAN_COLUMNS))
     return plan_io.build_plan(rows, SUBS, generation=generation, strategy="range", reset="latest", group="g")
 
 
@@ -38,7 +36,7 @@ def forge(bootstrap: str, name: str, generation: int, c1_entry: bytes) -> None:
     manifest["sha256"] = _digest(records)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False)
     try:
-        plans, _ = topic_names(name)
+        plans = plans_topic(name)
         for key, value in [*records, (manifest_key, json.dumps(manifest).encode())]:
             producer.send(plans, key=key.encode(), value=value, partition=0).get(timeout=30)
     finally:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, offsets as offsets_io, plan as plan_io
+from spark_lag_assign import cli
+from spark_lag_assign.extract import offsets as offsets_io
+from spark_lag_assign.plan import build as plan_io
 
 SNAPSHOT = pd.DataFrame(
     {
@@ -38,8 +40,21 @@ def snapshot(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
 def test_plan_from_each_snapshot_format(spark, capsys, tmp_path: Path, suffix: str) -> None:  # type: ignore[no-untyped-def]
     snap = offsets_io.write_snapshot(SNAPSHOT, tmp_path / f"offsets{suffix}")
-    code, out, err = run(spark, capsys, "plan", "--offsets", str(snap), "--consumers", "C0,C1",
-                         "--strategy", "lag", "--reset", "earliest", "--output", str(tmp_path / "p"))
+    code, out, err = run(
+        spark,
+        capsys,
+        "plan",
+        "--offsets",
+        str(snap),
+        "--consumers",
+        "C0,C1",
+        "--strategy",
+        "lag",
+        "--reset",
+        "earliest",
+        "--output",
+        str(tmp_path / "p"),
+    )
     assert code == 0, err
     doc = plan_io.read_plan(tmp_path / "p")
     # t0 is seed 000: lags 100,000 / 50,000 / 60,000; t1: 500 (no commit, earliest) and 10
@@ -52,8 +67,19 @@ def test_plan_from_each_snapshot_format(spark, capsys, tmp_path: Path, suffix: s
 def test_subscriptions_file_and_unassigned_topics(spark, capsys, tmp_path: Path, snapshot: Path) -> None:  # type: ignore[no-untyped-def]
     subs = tmp_path / "subs.json"
     subs.write_text(json.dumps({"only-t0": ["t0"], "idle": ["t0"]}))
-    code, out, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--subscriptions", str(subs),
-                         "--strategy", "range", "--output", str(tmp_path / "p"))
+    code, out, err = run(
+        spark,
+        capsys,
+        "plan",
+        "--offsets",
+        str(snapshot),
+        "--subscriptions",
+        str(subs),
+        "--strategy",
+        "range",
+        "--output",
+        str(tmp_path / "p"),
+    )
     assert code == 0, err
     doc = plan_io.read_plan(tmp_path / "p")
     assert doc["unassigned"] == {"t1": [0, 1]}  # nobody subscribes to t1: listed, not dropped
@@ -86,14 +112,17 @@ def test_runs_are_sticky_and_generations_grow(spark, capsys, tmp_path: Path, sna
     assert "optimality" in out
 
 
-def test_a_big_plan_releases_the_jvms_garbage_and_plans_the_same(spark, capsys, tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    from spark_lag_assign import job
+def test_a_big_plan_releases_the_jvms_garbage_and_plans_the_same(
+    spark, capsys, tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    from spark_lag_assign.spark import job
 
     jvm = spark.sparkContext._jvm
     # full collections (young ones come and go with any job): G1's "Old Generation", or the
     # serial and parallel collectors' "MarkSweep" a JVM on one CPU picks by default
     full = [
-        b for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+        b
+        for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
         if "Old" in b.getName() or "MarkSweep" in b.getName()
     ]
     assert full, [b.getName() for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]
@@ -124,7 +153,7 @@ def test_the_planners_own_session_compiles_with_c1_alone_and_streaming_sessions_
 
     # what the JVMs were started with, not what a conf says: a later setting could override it
     out = subprocess.run([sys.executable, "-c", _JVM_FLAGS], capture_output=True, text=True, timeout=300, check=True).stdout
-    planner = json.loads(next(line for line in out.splitlines() if line.startswith("FLAGS "))[len("FLAGS "):])
+    planner = json.loads(next(line for line in out.splitlines() if line.startswith("FLAGS "))[len("FLAGS ") :])
     assert "-XX:TieredStopAtLevel=1" in planner, planner
     assert any(f.startswith("-Dlog4j2.configurationFile=") for f in planner), planner
     shared = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, offsets as offsets_io
+from spark_lag_assign import cli
+from spark_lag_assign.extract import offsets as offsets_io
 from spark_lag_assign.store import open_store
 
 NOW = pd.DataFrame(
@@ -44,8 +45,25 @@ def test_drain_plans_for_time_from_two_snapshots_and_a_rates_file(spark, capsys,
     speeds = tmp_path / "rates.csv"
     speeds.write_text("consumer,records_per_second\nslow,500\nfast,1500\n")
     out_dir = tmp_path / "plans"
-    code, out, err = run(spark, capsys, "plan", "--offsets", str(now), "--offsets-later", str(later), "--interval", "10",
-                         "--rates", str(speeds), "--strategy", "drain", "--consumers", "slow,fast", "--output", str(out_dir))
+    code, out, err = run(
+        spark,
+        capsys,
+        "plan",
+        "--offsets",
+        str(now),
+        "--offsets-later",
+        str(later),
+        "--interval",
+        "10",
+        "--rates",
+        str(speeds),
+        "--strategy",
+        "drain",
+        "--consumers",
+        "slow,fast",
+        "--output",
+        str(out_dir),
+    )
     assert code == 0, err
     doc = latest(out_dir)
     assert doc["rates_source"] == "measured+configured" and doc["rates_estimated"] is False
@@ -67,18 +85,50 @@ def test_drain_plans_for_time_from_two_snapshots_and_a_rates_file(spark, capsys,
         ["--interval", "10", "--offsets-later", str(later), "--rate", "-5"],
         ["--interval", "10", "--offsets-later", str(later), "--rates", str(bad_rates)],
     ):
-        code, _, err = run(spark, capsys, "plan", "--offsets", str(now), *args, "--strategy", "drain",
-                           "--consumers", "slow,fast", "--output", str(out_dir))
+        code, _, err = run(
+            spark,
+            capsys,
+            "plan",
+            "--offsets",
+            str(now),
+            *args,
+            "--strategy",
+            "drain",
+            "--consumers",
+            "slow,fast",
+            "--output",
+            str(out_dir),
+        )
         assert code == 1 and len(err.splitlines()) == 1, err
     assert json.dumps(latest(out_dir), sort_keys=True) == before
 
 
 def test_a_recreated_partition_gets_an_unknown_rate_and_a_note(spark, capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     now = offsets_io.write_snapshot(NOW, tmp_path / "now.csv")
-    later_frame = NOW.assign(end_offset=[61_500, 500, 41_100, 31_100, 21_100, 11_100], committed_offset=pd.array([1_000, 0, 1_000, 1_000, 1_000, 1_000], dtype="Int64"))
+    later_frame = NOW.assign(
+        end_offset=[61_500, 500, 41_100, 31_100, 21_100, 11_100],
+        committed_offset=pd.array([1_000, 0, 1_000, 1_000, 1_000, 1_000], dtype="Int64"),
+    )
     later = offsets_io.write_snapshot(later_frame, tmp_path / "later.csv")
-    code, out, err = run(spark, capsys, "plan", "--offsets", str(now), "--offsets-later", str(later), "--interval", "10",
-                         "--rate", "1000", "--strategy", "drain", "--consumers", "a,b", "--output", str(tmp_path / "p"))
+    code, out, err = run(
+        spark,
+        capsys,
+        "plan",
+        "--offsets",
+        str(now),
+        "--offsets-later",
+        str(later),
+        "--interval",
+        "10",
+        "--rate",
+        "1000",
+        "--strategy",
+        "drain",
+        "--consumers",
+        "a,b",
+        "--output",
+        str(tmp_path / "p"),
+    )
     assert code == 0, err
     doc = latest(tmp_path / "p")
     assert any("t0-1" in n and "went back" in n for n in doc["rates_notes"])
@@ -88,8 +138,25 @@ def test_a_recreated_partition_gets_an_unknown_rate_and_a_note(spark, capsys, tm
 def test_producers_faster_than_every_pipeline_make_a_loud_plan(spark, capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     now = offsets_io.write_snapshot(NOW, tmp_path / "now.csv")
     later = offsets_io.write_snapshot(NOW.assign(end_offset=NOW["end_offset"] + 50_000), tmp_path / "later.csv")
-    code, out, err = run(spark, capsys, "plan", "--offsets", str(now), "--offsets-later", str(later), "--interval", "10",
-                         "--rate", "100", "--strategy", "drain", "--consumers", "a,b", "--output", str(tmp_path / "p"))
+    code, out, err = run(
+        spark,
+        capsys,
+        "plan",
+        "--offsets",
+        str(now),
+        "--offsets-later",
+        str(later),
+        "--interval",
+        "10",
+        "--rate",
+        "100",
+        "--strategy",
+        "drain",
+        "--consumers",
+        "a,b",
+        "--output",
+        str(tmp_path / "p"),
+    )
     assert code == 0, err
     doc = latest(tmp_path / "p")
     assert doc["cannot_keep_up"] == ["a", "b"] and doc["drain_seconds"] is None

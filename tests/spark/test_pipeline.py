@@ -11,8 +11,8 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 import spark_lag_assign as sla
-from spark_lag_assign import pipeline
-from spark_lag_assign.lag import EARLIEST, LATEST
+from spark_lag_assign.core.lag import EARLIEST, LATEST
+from spark_lag_assign.spark import transforms as pipeline
 
 
 def offsets_df(spark, rows):  # type: ignore[no-untyped-def]
@@ -156,12 +156,18 @@ def test_a_partition_listed_twice_in_the_previous_plan_is_the_smallest_ids_on_bo
     consumers = sorted(subs)
     # the same partition again, under every other consumer, listed before and after the real owner
     others = [c for c in consumers if c != first["consumer"]]
-    twice = pd.concat([pd.DataFrame({"consumer": others[-1:], "topic": [first["topic"]], "partition": [first["partition"]]}),
-                       previous,
-                       pd.DataFrame({"consumer": others[:1], "topic": [first["topic"]], "partition": [first["partition"]]})],
-                      ignore_index=True)[["consumer", "topic", "partition"]]
+    twice = pd.concat(
+        [
+            pd.DataFrame({"consumer": others[-1:], "topic": [first["topic"]], "partition": [first["partition"]]}),
+            previous,
+            pd.DataFrame({"consumer": others[:1], "topic": [first["topic"]], "partition": [first["partition"]]}),
+        ],
+        ignore_index=True,
+    )[["consumer", "topic", "partition"]]
     want = sla.assign(lags, subs, strategy, previous=twice, seed=3)
-    df = spark.createDataFrame(lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long")
+    df = spark.createDataFrame(
+        lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long"
+    )
     with_prev = df.transform(pipeline.with_previous_owner(spark.createDataFrame(twice, schema=pipeline.PREVIOUS_SCHEMA)))
     owner = with_prev.where((F.col("topic") == str(first["topic"])) & (F.col("partition") == int(first["partition"])))
     assert [r["previous_owner"] for r in owner.collect()] == [min(others[0], str(first["consumer"]))]
@@ -181,7 +187,9 @@ def test_many_topics_share_a_bucket_and_still_get_the_pure_plan(spark, strategy:
     subs = {"a": topics[:-20], "b": topics[::2], "c": topics[1::3], "d": topics[: n_topics // 2]}
     previous = lags.sample(frac=0.5, random_state=1)[["topic", "partition"]].assign(consumer="a")
     want = sla.assign(lags, subs, strategy, previous=previous, seed=2)
-    df = spark.createDataFrame(lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long")
+    df = spark.createDataFrame(
+        lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long"
+    )
     prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
     got = (
         df.transform(pipeline.with_previous_owner(prev_df))
@@ -204,7 +212,9 @@ def test_coded_rows_decode_to_the_named_rows(spark, strategy: str) -> None:  # t
     lags, subs, previous = _workload(4)
     lags = pd.concat([lags, pd.DataFrame({"topic": ["unread"], "partition": [0], "lag": [3]})], ignore_index=True)
     topics = sorted(set(lags["topic"]))
-    df = spark.createDataFrame(lags.assign(starting_offset=7), schema="topic string, partition int, lag long, starting_offset long")
+    df = spark.createDataFrame(
+        lags.assign(starting_offset=7), schema="topic string, partition int, lag long, starting_offset long"
+    )
     prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
     with_prev = df.transform(pipeline.with_previous_owner(prev_df))
     named = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=1))
@@ -236,7 +246,9 @@ def test_plan_partitions_is_with_lag_then_assign_partitions_in_one_stage(spark, 
         schema=pipeline.PREVIOUS_SCHEMA,
     )
     with_prev = offsets.transform(pipeline.with_previous_owner(previous)).cache()
-    two = with_prev.transform(pipeline.with_lag(reset)).transform(pipeline.assign_partitions(subs, strategy, seed=4, topics=topics))
+    two = with_prev.transform(pipeline.with_lag(reset)).transform(
+        pipeline.assign_partitions(subs, strategy, seed=4, topics=topics)
+    )
     one = with_prev.transform(pipeline.plan_partitions(subs, strategy, reset, seed=4, topics=topics))
     assert one.schema == pipeline.PLAN_CODES_SCHEMA
     assert one.where("consumer_code = -1").count() == sum(r[0] == topics[-1] for r in rows)  # read by nobody

@@ -20,11 +20,10 @@ from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign import assignors
-from spark_lag_assign.assignors import range as range_, roundrobin, sticky
+from spark_lag_assign.assignors import frontend, range as range_, roundrobin, sticky
 from spark_lag_assign.assignors.base import GroupProblem, TopicProblem
-from spark_lag_assign.errors import InputError
-from spark_lag_assign.metrics import moved
-from spark_lag_assign.subscriptions import (
+from spark_lag_assign.core.quality import moved
+from spark_lag_assign.core.subscriptions import (
     SubscriptionIndex,
     by_object,
     check_consumer_id,
@@ -34,6 +33,7 @@ from spark_lag_assign.subscriptions import (
     strictly_increasing,
     validate_subscriptions,
 )
+from spark_lag_assign.errors import InputError
 from tests.unit.test_assignors import NAMES, Group, groups, lag_frames, one_line, subscription_maps
 
 # ---------------------------------------------------------------------------------------------
@@ -59,8 +59,17 @@ def lags_with(col: str, values: Any) -> pd.DataFrame:
         ("partition", [0.0, float("-inf"), 2.0], "partition -inf for a row of topic t0 is infinite"),
         ("partition", [0, 1, None], "missing partition for a row of topic t0"),
     ],
-    ids=["uint64 lag", "huge int lag", "inf lag", "fractional lag", "float 2^63 lag", "total wraps",
-         "partition 2^31", "partition -inf", "partition None"],
+    ids=[
+        "uint64 lag",
+        "huge int lag",
+        "inf lag",
+        "fractional lag",
+        "float 2^63 lag",
+        "total wraps",
+        "partition 2^31",
+        "partition -inf",
+        "partition None",
+    ],
 )
 @pytest.mark.parametrize("strategy", ["range", "sticky", "lag-sticky"])
 def test_numbers_that_would_wrap_or_are_not_integers_are_refused_in_one_line(
@@ -91,9 +100,7 @@ def test_a_partition_listed_twice_in_the_previous_plan_stays_with_the_smallest_c
     lags = pd.DataFrame({"topic": "t0", "partition": range(4), "lag": 1})
     subs = {"c0": ["t0"], "c1": ["t0"]}
     # c1 lists t0-0 too; read as c0's, c0 holds {0, 1} and c1 {2, 3}: balanced, nothing moves
-    previous = pd.DataFrame(
-        {"consumer": ["c1", "c0", "c0", "c1", "c1"], "topic": "t0", "partition": [0, 0, 1, 2, 3]}
-    )
+    previous = pd.DataFrame({"consumer": ["c1", "c0", "c0", "c1", "c1"], "topic": "t0", "partition": [0, 0, 1, 2, 3]})
     for rows in ([0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [1, 0, 3, 2, 4]):
         shuffled = previous.iloc[rows]
         for strategy in ("sticky", "lag-sticky", "drain"):
@@ -226,8 +233,8 @@ def test_the_previous_plan_is_matched_the_same_through_a_table_and_a_search(monk
         {"consumer": ["c1", "c0", "c1", "c0"], "topic": ["t0", "t0", "t1", "t9"], "partition": [0, 1_000_000, 5, 0]}
     )
     table = sla.assign(lags, subs, "sticky", previous=previous)
-    monkeypatch.setattr(assignors, "DENSE_PER_ROW", 0)
-    monkeypatch.setattr(assignors, "DENSE_FLOOR", 0)
+    monkeypatch.setattr(frontend, "DENSE_PER_ROW", 0)
+    monkeypatch.setattr(frontend, "DENSE_FLOOR", 0)
     searched = sla.assign(lags, subs, "sticky", previous=previous)
     pd.testing.assert_frame_equal(searched, table)
     assert moved(table, previous) == 0
@@ -239,8 +246,10 @@ def hand_built(lags: pd.DataFrame, subs: dict[str, list[str]], previous: pd.Data
     rows = lags[lags["topic"].isin(read)].sort_values(["topic", "partition"]).reset_index(drop=True)
     owner: list[str | None] = [None] * len(rows)
     if previous is not None:
-        held = {(t, int(p)): c for c, t, p in sorted(zip(previous["consumer"], previous["topic"], previous["partition"]),
-                                                       reverse=True)}
+        held = {
+            (t, int(p)): c
+            for c, t, p in sorted(zip(previous["consumer"], previous["topic"], previous["partition"]), reverse=True)
+        }
         owner = [held.get((t, int(p))) for t, p in zip(rows["topic"], rows["partition"])]
         owner = [c if c in subs and t in subs[c] else None for c, t in zip(owner, rows["topic"])]
     return GroupProblem(
@@ -275,9 +284,7 @@ def range_per_topic(problem: GroupProblem) -> list[str]:
     subscribers = problem.subscribers()
     owners: list[str] = []
     for topic, rows in problem.topic_slices():
-        owners += range_.assign_topic(
-            TopicProblem(topic, problem.partitions[rows], problem.lags[rows], subscribers[topic])
-        )
+        owners += range_.assign_topic(TopicProblem(topic, problem.partitions[rows], problem.lags[rows], subscribers[topic]))
     return owners
 
 
@@ -440,7 +447,7 @@ def test_the_output_order_is_the_same_from_numpys_sort_as_from_the_counting_sort
     assert counted["partition"].dtype == np.int64 and counted["lag"].dtype == np.int64
     reference = counted.sort_values(["consumer", "topic", "partition"], kind="stable").reset_index(drop=True)
     pd.testing.assert_frame_equal(counted, reference)
-    monkeypatch.setattr(assignors, "_groupsort", None)
+    monkeypatch.setattr(frontend, "_groupsort", None)
     pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy), counted)
 
 
@@ -475,8 +482,13 @@ def test_no_previous_plan_and_an_empty_one_plan_alike(strategy: str) -> None:
     lags = big_lags(np.random.default_rng(8), 10, (30, 12))
     subs = {f"c{i}": sorted(set(lags["topic"]))[i % 3 :] for i in range(5)}
     none = sla.assign(lags, subs, strategy)
-    empty = pd.DataFrame({"consumer": pd.Series([], dtype=object), "topic": pd.Series([], dtype=object),
-                          "partition": pd.Series([], dtype=np.int64)})
+    empty = pd.DataFrame(
+        {
+            "consumer": pd.Series([], dtype=object),
+            "topic": pd.Series([], dtype=object),
+            "partition": pd.Series([], dtype=np.int64),
+        }
+    )
     pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy, previous=empty), none)
     stale = pd.DataFrame({"consumer": ["gone"], "topic": ["t000"], "partition": [0]})  # rows, none of them eligible
     pd.testing.assert_frame_equal(sla.assign(lags, subs, strategy, previous=stale), none)
@@ -513,3 +525,10 @@ def test_a_bad_topic_in_a_large_sorted_frame_is_refused_in_one_line(bad: object)
     with pytest.raises(InputError) as err:
         sla.assign(lags, {"c0": ["t001"]}, "range")
     assert "column topic must hold non-empty strings" in one_line(err)
+
+
+@pytest.mark.parametrize("seed", [2.9, True, "3", None])
+def test_a_seed_that_is_no_whole_number_is_refused_not_rounded(seed: object) -> None:
+    lags = pd.DataFrame({"topic": ["t", "t", "t"], "partition": [0, 1, 2], "lag": [1, 2, 3]})
+    with pytest.raises(sla.StrategyError, match="seed must be a whole number"):
+        sla.assign(lags, {"a": ["t"], "b": ["t"]}, strategy="shuffle", seed=seed)  # type: ignore[arg-type]

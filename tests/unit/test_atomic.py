@@ -1,4 +1,4 @@
-"""The one whole-file write (spark_lag_assign.atomic) and its users: a failed write leaves the
+"""The one whole-file write (spark_lag_assign.extract.atomic) and its users: a failed write leaves the
 old file as it was and nothing else behind; a good one replaces it whole."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_lag_assign import atomic
-from spark_lag_assign.offsets import read_snapshot, write_snapshot
-from spark_lag_assign.store.directory import LocalFileSystem
+from spark_lag_assign.extract import atomic
+from spark_lag_assign.extract.offsets import read_snapshot, write_snapshot
+from spark_lag_assign.store.fs import LocalFileSystem
 
 
 class Boom(Exception):
@@ -83,13 +83,9 @@ def test_temp_names_are_hidden_unique_and_swept_by_the_directory_store(tmp_path:
     assert all(n.startswith(".") and _LEFTOVER.match(n) for n in names)
 
 
-def test_a_snapshot_that_fails_half_written_keeps_the_previous_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_snapshot_that_fails_half_written_keeps_the_previous_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "offsets.csv"
-    good = pd.DataFrame(
-        {"topic": ["t"], "partition": [0], "beginning_offset": [0], "end_offset": [10], "committed_offset": [4]}
-    )
+    good = pd.DataFrame({"topic": ["t"], "partition": [0], "beginning_offset": [0], "end_offset": [10], "committed_offset": [4]})
     write_snapshot(good, path)
     before = path.read_bytes()
 
@@ -146,7 +142,7 @@ def test_many_files_written_durably_at_once_hold_their_bytes(
 
 
 def test_a_failed_syncfs_is_an_os_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(atomic, "_syncfs", lambda: (lambda fd: -1))
+    monkeypatch.setattr(atomic, "_syncfs", lambda: lambda fd: -1)
     with pytest.raises(OSError, match="syncfs"):
         atomic.write_all_durably([(str(tmp_path / "x"), b"x")])
 

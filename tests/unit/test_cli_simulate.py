@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, plan as plan_io
+from spark_lag_assign import cli
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
 
 HEADER = "topic,partition,beginning_offset,end_offset,committed_offset\n"
@@ -88,8 +89,10 @@ def test_subscriptions_file_leaves_unread_topics_out(tmp_path: Path, capsys: pyt
     offsets = snapshot(tmp_path / "o.csv", ("t", 0, 500, 0), ("u", 0, 9000, 0))
     subs = tmp_path / "subs.json"
     subs.write_text(json.dumps({"a": ["t"], "b": ["t"]}))
-    assert cli.main(["simulate", "--offsets", str(offsets), "--subscriptions", str(subs), "--rate", "100",
-                     "--strategies", "lag"]) == 0
+    assert (
+        cli.main(["simulate", "--offsets", str(offsets), "--subscriptions", str(subs), "--rate", "100", "--strategies", "lag"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "not simulated: 1 partition(s) of topics nobody reads: u" in out
     assert seconds(out, "lag") == pytest.approx(5.0)  # u's 9000 would take 90 s
@@ -111,14 +114,29 @@ def test_the_current_plan_is_simulated_and_sticky_strategies_start_from_it(
 ) -> None:
     # a hand-written current plan: everything on c0
     rows = pd.DataFrame(
-        {"consumer": ["c0"] * 3, "topic": ["t"] * 3, "partition": [0, 1, 2], "lag": [600, 200, 200],
-         "starting_offset": [0, 0, 0]}
+        {"consumer": ["c0"] * 3, "topic": ["t"] * 3, "partition": [0, 1, 2], "lag": [600, 200, 200], "starting_offset": [0, 0, 0]}
     )
     doc = plan_io.build_plan(rows, {"c0": ["t"], "c1": ["t"]}, generation=1, strategy="range", reset="latest")
     with open_store(str(tmp_path / "plan")) as store, store.publisher() as publisher:
         publisher.publish(doc)
-    assert cli.main(["simulate", "--offsets", str(three), "--consumers", "c0,c1", "--rate", "100",
-                     "--strategies", "sticky", "--previous", str(tmp_path / "plan")]) == 0
+    assert (
+        cli.main(
+            [
+                "simulate",
+                "--offsets",
+                str(three),
+                "--consumers",
+                "c0,c1",
+                "--rate",
+                "100",
+                "--strategies",
+                "sticky",
+                "--previous",
+                str(tmp_path / "plan"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     table = summary(out)
     assert seconds(out, "current") == pytest.approx(10.0)  # 1000 on one consumer
@@ -141,9 +159,7 @@ def test_the_current_plan_is_simulated_and_sticky_strategies_start_from_it(
         (["--rate", "100", "--option", "tolerance=0.1", "--strategies", "range"], "none of the chosen strategies takes it"),
     ],
 )
-def test_bad_input_fails_in_one_line(
-    three: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
-) -> None:
+def test_bad_input_fails_in_one_line(three: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
     assert cli.main(["simulate", "--offsets", str(three), "--consumers", "c0,c1", *extra]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from spark_lag_assign.consume.committer import ProgressCommitter
-from spark_lag_assign.errors import CommitFencedError, CommitHeldError, KafkaCommitError
+from spark_lag_assign.errors import CommitFencedError, CommitHeldError, CommitNotAuthorizedError, KafkaCommitError
 
 TP = tuple[str, int]
 
@@ -28,11 +28,14 @@ class Group:
         self.calls: list[tuple[dict[TP, int], int]] = []
         self.fail = 0
         self.refuse = False
+        self.deny = False
 
     def __call__(self, offsets: Mapping[TP, int], generation: int) -> None:
         self.calls.append((dict(offsets), generation))
         if self.refuse:
             raise CommitFencedError("a newer owner fenced the id")
+        if self.deny:
+            raise CommitNotAuthorizedError("committing: not authorized: grant READ on Group:g (literal) to this principal")
         if self.fail:
             self.fail -= 1
             raise KafkaCommitError("broker away")
@@ -120,6 +123,19 @@ def test_the_final_commit_retries_until_its_timeout() -> None:
     group.fail = 0
     assert c.finish("q", [], timeout=1.0) == {("t", 0): 4}
     assert not c.tracked("q")
+
+
+def test_a_commit_refused_for_want_of_an_acl_is_never_retried_as_if_transient() -> None:
+    group, fake, refused = Group(), FakeTime(), []
+    c = ProgressCommitter(group, lambda: 7, refused.append, clock=fake.clock, sleep=fake.sleep)
+    c.track("q", [("t", 0)])
+    group.deny = True
+    assert not c.record("q", [end(p0=5)])  # the follower's commit function reports it to the run
+    assert c.failures == 1 and refused == []  # no fencing: nobody newer owns the partitions
+    with pytest.raises(CommitNotAuthorizedError, match="grant READ on Group:g"):
+        c.finish("q", [end(p0=6)], timeout=60.0, pause=1.0)
+    assert fake.pauses == [] and len(group.calls) == 2  # at once: one attempt, no waiting
+    assert c.tracked("q")
 
 
 class Broker:
@@ -265,3 +281,15 @@ def test_a_held_final_commit_returns_at_once_for_the_handover_to_reopen() -> Non
     with pytest.raises(CommitHeldError):
         c.finish("q", [end(p0=4)], timeout=30.0, pause=1.0)
     assert calls == [7] and fake.pauses == [] and c.tracked("q")
+
+
+def test_what_a_query_committed_and_whether_it_is_tracked() -> None:
+    group = Group()
+    c = committer(group)
+    assert c.committed("unknown") == {} and not c.tracked("unknown")
+    c.track("q", [("t", 0)])
+    assert c.tracked("q") and c.committed("q") == {}
+    c.record("q", [end(p0=3)])
+    assert c.committed("q") == {("t", 0): 3}
+    c.untrack("q")
+    assert not c.tracked("q") and c.committed("q") == {}

@@ -76,21 +76,22 @@ def test_secrets_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.M
         ('[plan]\noutput = "o"\nconsumers = ["a"]\n', ConfigError, "no offsets source"),
         (LIVE.replace('output = "out/x"\n', ""), ConfigError, "no store to publish to"),
         (LIVE.replace('output = "out/x"', 'output = "zk://h:1/p"'), ConfigError, "unknown scheme zk://"),
-        (LIVE.replace('output = "out/x"', 'output = "kafka://h:9092/a b"'), ConfigError, "cannot name Kafka topics"),
+        (LIVE.replace('output = "out/x"', 'output = "kafka://h:9092/a b"'), ConfigError, "cannot start Kafka topic names"),
         (LIVE.replace('output = "out/x"', 'output = "s3a://bucket/plans"'), ConfigError, "no atomic rename"),
         (LIVE.replace('consumers = ["c1", "c0"]', 'consumers = ["c1", "c1"]'), InputError, "'c1' is given twice"),
         (LIVE.replace('consumers = ["c1", "c0"]', "consumers = []"), InputError, "no consumers"),
         (LIVE.replace('consumers = ["c1", "c0"]', ""), ConfigError, "no consumers"),
         (LIVE.replace("[plan]", '[plan]\nstrategy = "fastest"'), StrategyError, "valid: range, roundrobin, lag"),
         (LIVE.replace("[plan]", '[plan]\nreset = "smallest"'), InputError, "unknown reset policy"),
-        (LIVE.replace("[plan]", '[plan]\nstrategy = "range"') + "[plan.options]\ntolerance = 1\n", ConfigError,
-         "strategy range takes no option tolerance"),
+        (
+            LIVE.replace("[plan]", '[plan]\nstrategy = "range"') + "[plan.options]\ntolerance = 1\n",
+            ConfigError,
+            "strategy range takes no option tolerance",
+        ),
         (LIVE.replace("[plan]", '[plan]\noffsets = "s.csv"'), ConfigError, "choose one offsets source"),
     ],
 )
-def test_bad_config_gets_one_line_naming_the_problem(
-    tmp_path: Path, text: str, error: type[Exception], message: str
-) -> None:
+def test_bad_config_gets_one_line_naming_the_problem(tmp_path: Path, text: str, error: type[Exception], message: str) -> None:
     with pytest.raises(error) as err:
         config.settings(write(tmp_path, text))
     assert message in str(err.value) and "\n" not in str(err.value)
@@ -135,18 +136,19 @@ def test_a_kafka_option_overrides_one_key_and_keeps_the_files_security(tmp_path:
     }  # fmt: skip
 
 
-def test_snapshot_honours_the_files_secrets_and_overrides_key_by_key(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_snapshot_honours_the_files_secrets_and_overrides_key_by_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
-    from spark_lag_assign import cli, offsets
+    from spark_lag_assign import cli
+    from spark_lag_assign.extract import offsets
 
     seen: dict[str, object] = {}
 
     def read_offsets(bootstrap: str, group: str, **kwargs: object) -> pd.DataFrame:
         seen.update(kwargs)
-        return pd.DataFrame({"topic": ["a"], "partition": [0], "beginning_offset": [0], "end_offset": [1], "committed_offset": [0]})
+        return pd.DataFrame(
+            {"topic": ["a"], "partition": [0], "beginning_offset": [0], "end_offset": [1], "committed_offset": [0]}
+        )
 
     monkeypatch.setenv("SLA_TEST_SECRET", "s3cret")
     monkeypatch.setattr(offsets, "read_offsets", read_offsets)
@@ -164,7 +166,11 @@ def test_snapshot_honours_the_files_secrets_and_overrides_key_by_key(
         ("kafka", 'timeout_ms = "soon"', "[kafka] timeout_ms: input should be a valid integer, not 'soon'"),
         ("kafka", "timeout_ms = 0", "[kafka] timeout_ms: input should be greater than 0, not 0"),
         ("kafka", "topic_pattern = 7", "[kafka] topic_pattern: input should be a valid string, not 7"),
-        ("kafka.client_env", "sasl_plain_password = 7", "[kafka.client_env] sasl_plain_password: input should be a valid string, not 7"),
+        (
+            "kafka.client_env",
+            "sasl_plain_password = 7",
+            "[kafka.client_env] sasl_plain_password: input should be a valid string, not 7",
+        ),
         ("plan", "seed = 2.9", "[plan] seed: input should be a valid integer, not 2.9"),
         ("plan", "seed = true", "[plan] seed: input should be a valid integer, not True"),
         ("plan", 'seed = "2"', "[plan] seed: input should be a valid integer, not '2'"),
@@ -237,7 +243,9 @@ def test_file_then_environment_then_command_line(tmp_path: Path) -> None:
         ({}, {"output": "zk://h:1/p"}, "--output: "),
     ],
 )
-def test_the_environment_and_flags_are_named_in_their_errors(env: dict[str, str], overrides: dict[str, str], message: str) -> None:
+def test_the_environment_and_flags_are_named_in_their_errors(
+    env: dict[str, str], overrides: dict[str, str], message: str
+) -> None:
     with pytest.raises((ConfigError, InputError, StrategyError)) as err:
         config.settings(environ=env, **{"offsets": "s.csv", "consumers": "a", "output": "out", **overrides})
     assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)

@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from spark_lag_assign import plan as plan_io
 from spark_lag_assign.errors import ConfigError, InputError
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import (
     ClaimFencedError,
     ClaimRecord,
@@ -32,7 +32,8 @@ from spark_lag_assign.store import (
     open_store,
     parse_uri,
 )
-from spark_lag_assign.store.directory import CLAIMS_KEPT, DirectoryStore, LocalFileSystem
+from spark_lag_assign.store.directory import CLAIMS_KEPT, DirectoryStore
+from spark_lag_assign.store.fs import LocalFileSystem
 
 REPO = Path(__file__).resolve().parents[2]
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)  # plans built twice compare equal
@@ -50,9 +51,7 @@ def make_plan(generation: int, consumers: int = 3, partitions: int = 12, tag: in
         }
     )
     subscriptions = {c: ["t"] for c in names}
-    return plan_io.build_plan(
-        rows, subscriptions, generation=generation, strategy="range", reset="earliest", created=CREATED
-    )
+    return plan_io.build_plan(rows, subscriptions, generation=generation, strategy="range", reset="earliest", created=CREATED)
 
 
 def store_at(root: Path, **settings: object) -> DirectoryStore:
@@ -177,9 +176,7 @@ def test_racing_planner_processes_exactly_one_wins(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(3)
     results = context.Queue()
-    processes = [
-        context.Process(target=_race_in_process, args=(str(root), barrier, tag, results)) for tag in (10, 20, 30)
-    ]
+    processes = [context.Process(target=_race_in_process, args=(str(root), barrier, tag, results)) for tag in (10, 20, 30)]
     for p in processes:
         p.start()
     outcome = dict(results.get(timeout=60) for _ in processes)
@@ -207,7 +204,8 @@ KILL = """
 import os, sys
 sys.path.insert(0, {repo!r})
 from spark_lag_assign.store import parse_uri
-from spark_lag_assign.store.directory import DirectoryStore, LocalFileSystem
+from spark_lag_assign.store.directory import DirectoryStore
+from spark_lag_assign.store.fs import LocalFileSystem
 from tests.unit.test_directory_store import make_plan
 
 class Dying(LocalFileSystem):
@@ -252,9 +250,7 @@ def test_a_writer_killed_before_its_manifest_leaves_the_previous_plan(tmp_path: 
     assert store.generations() == [1, 2, 3]
 
 
-def test_a_writer_killed_after_its_manifest_loses_only_that_number(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_writer_killed_after_its_manifest_loses_only_that_number(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     root = tmp_path / "plans"
     first = publish(store_at(root))
     kill_while_publishing(root, "rename")

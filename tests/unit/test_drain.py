@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
-from spark_lag_assign import rates, simulate
 from spark_lag_assign.assignors import drain
+from spark_lag_assign.core import draintime as simulate, rates
 from spark_lag_assign.errors import InputError, StrategyError
 
 CONSUMERS = ["a", "b", "c", "d", "e"]
@@ -48,8 +48,16 @@ def cases(draw: st.DrawFn) -> tuple[pd.DataFrame, dict[str, list[str]], dict[str
     speeds = draw(st.sampled_from(["equal", "double", "random"]))
     base = float(rng.uniform(50, 500))
     read = {
-        c: base * (1.0 if speeds == "equal" else 2.0 if (speeds == "double" and i % 2) else
-                   float(rng.uniform(0.5, 3)) if speeds == "random" else 1.0)
+        c: base
+        * (
+            1.0
+            if speeds == "equal"
+            else 2.0
+            if (speeds == "double" and i % 2)
+            else float(rng.uniform(0.5, 3))
+            if speeds == "random"
+            else 1.0
+        )
         for i, c in enumerate(consumers)
     }
     load = draw(st.sampled_from([0.0, 0.2, 0.6, 0.9, 1.2]))
@@ -59,8 +67,14 @@ def cases(draw: st.DrawFn) -> tuple[pd.DataFrame, dict[str, list[str]], dict[str
     return lags, subs, read, produced
 
 
-def plan(lags: pd.DataFrame, subs: dict[str, list[str]], read: dict[str, float] | None, produced: pd.DataFrame | None,
-         previous: pd.DataFrame | None = None, **options: object) -> pd.DataFrame:
+def plan(
+    lags: pd.DataFrame,
+    subs: dict[str, list[str]],
+    read: dict[str, float] | None,
+    produced: pd.DataFrame | None,
+    previous: pd.DataFrame | None = None,
+    **options: object,
+) -> pd.DataFrame:
     if read is not None:
         options["read_rates"] = read
     if produced is not None:
@@ -218,8 +232,9 @@ def test_a_partition_hotter_than_any_reader_makes_a_plan_and_names_who_cannot_ke
     out = plan(lags, subs, read, produced)
     names = ["a", "b"]
     owner = pd.Index(names).get_indexer(out["consumer"])
-    stuck = drain.cannot_keep_up(owner, out["lag"].to_numpy(), rates.align_produce(produced, out["topic"], out["partition"]),
-                                 np.array([100.0, 100.0]))
+    stuck = drain.cannot_keep_up(
+        owner, out["lag"].to_numpy(), rates.align_produce(produced, out["topic"], out["partition"]), np.array([100.0, 100.0])
+    )
     hot = out.loc[out["partition"] == 0, "consumer"].item()
     assert [names[i] for i in stuck] == [hot]
     assert math.isinf(rates.lower_bound(lags["lag"].to_numpy(), produced["produce_rate"].to_numpy(), np.array([100.0, 100.0])))
@@ -273,8 +288,14 @@ GOOD = pd.DataFrame({"topic": "t", "partition": [0, 1], "lag": [5, 7]})
         ({"read_rates": {"a": -3, "b": 1}}, InputError, "positive"),
         ({"read_rates": {"a": 1, "b": 1, "ghost": 1}}, InputError, "ghost"),
         ({"read_rates": {"a": 1}}, InputError, "no read rate for consumer(s) b"),
-        ({"read_rates": {"a": 1, "b": 1}, "produce_rates": pd.DataFrame({"topic": ["t"], "partition": [0], "produce_rate": [-1.0]})},
-         InputError, "t-0"),
+        (
+            {
+                "read_rates": {"a": 1, "b": 1},
+                "produce_rates": pd.DataFrame({"topic": ["t"], "partition": [0], "produce_rate": [-1.0]}),
+            },
+            InputError,
+            "t-0",
+        ),
         ({"margin": -1}, StrategyError, "margin"),
         ({"read_rates": [1, 2]}, StrategyError, "read_rates"),
     ],
@@ -302,11 +323,13 @@ def test_produce_rates_from_two_observations_reset_a_recreated_partition_to_unkn
 
 
 def test_read_rates_come_from_commits_and_count_as_speed_only_while_behind() -> None:
-    offsets = pd.DataFrame({"topic": "t", "partition": [0, 1, 2], "end_offset": [1000, 1000, 1000],
-                            "committed_offset": [100, 200, 300]})
+    offsets = pd.DataFrame(
+        {"topic": "t", "partition": [0, 1, 2], "end_offset": [1000, 1000, 1000], "committed_offset": [100, 200, 300]}
+    )
     owners = pd.DataFrame({"consumer": ["a", "a", "b"], "topic": "t", "partition": [0, 1, 2]})
-    later = pd.DataFrame({"topic": "t", "partition": [0, 1, 2], "end_offset": [1000, 1000, 1300],
-                          "committed_offset": [400, 500, 1300]})
+    later = pd.DataFrame(
+        {"topic": "t", "partition": [0, 1, 2], "end_offset": [1000, 1000, 1300], "committed_offset": [400, 500, 1300]}
+    )
     read, behind, _ = rates.read_between(rates.Observation(0.0, offsets, owners), later, 10.0)
     assert read == {"a": pytest.approx(60.0), "b": pytest.approx(100.0)}
     assert behind == {"a": True, "b": False}
@@ -339,8 +362,9 @@ def test_configured_rates_refuse_unknown_consumers_and_bad_numbers(tmp_path) -> 
 
 
 def test_drain_seconds_and_the_bound_follow_the_fluid_model() -> None:
-    got = rates.drain_seconds(np.array([100.0, 0.0, 0.0, 10.0, 10.0]), np.array([50.0, 5.0, 20.0, 10.0, 0.0]),
-                              np.array([100.0, 10.0, 10.0, 10.0, 5.0]))
+    got = rates.drain_seconds(
+        np.array([100.0, 0.0, 0.0, 10.0, 10.0]), np.array([50.0, 5.0, 20.0, 10.0, 0.0]), np.array([100.0, 10.0, 10.0, 10.0, 5.0])
+    )
     assert got.tolist() == [2.0, 0.0, math.inf, math.inf, 2.0]
     assert rates.lower_bound(np.array([100.0, 50.0]), np.array([10.0, 0.0]), np.array([40.0, 40.0])) == pytest.approx(
         max(150 / 70, 100 / 30)
@@ -374,13 +398,26 @@ def test_produce_rates_line_up_with_the_rows_as_a_merge_on_topic_and_partition_d
     lags, subs, _, produced = case
     frame = produced.sample(frac=1.0, random_state=shuffle.randint(0, 2**31))
     if extra:  # unknown topics, a partition given twice (the first counts), a negative rate
-        frame = pd.concat([frame, pd.DataFrame({"topic": ["nope", lags["topic"].iloc[0]], "partition": [0, int(lags["partition"].iloc[0])],
-                                                "produce_rate": [5.0, -1.0]})], ignore_index=True)
+        frame = pd.concat(
+            [
+                frame,
+                pd.DataFrame(
+                    {
+                        "topic": ["nope", lags["topic"].iloc[0]],
+                        "partition": [0, int(lags["partition"].iloc[0])],
+                        "produce_rate": [5.0, -1.0],
+                    }
+                ),
+            ],
+            ignore_index=True,
+        )
     prob = problem(lags, subs, "drain")
     # the merge rates.align_produce once was: the reference
     rows = pd.DataFrame({"topic": np.asarray(prob.topics, dtype=object), "partition": prob.partitions})
     given = frame.loc[:, ["topic", "partition", "produce_rate"]].drop_duplicates(["topic", "partition"])
-    got = rows.merge(given.astype({"partition": np.int64}), on=["topic", "partition"], how="left")["produce_rate"].to_numpy(dtype=float)
+    got = rows.merge(given.astype({"partition": np.int64}), on=["topic", "partition"], how="left")["produce_rate"].to_numpy(
+        dtype=float
+    )
     expected = np.where(np.isfinite(got) & (got > 0), got, 0.0)
     np.testing.assert_array_equal(rates.align_produce(frame, prob.topics, prob.partitions), expected)
     codes = prob.codes()

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
+from spark_lag_assign.core.quality import quality
 from spark_lag_assign.group import (
     CooperativeLagStickyAssignor,
     CooperativeStickyAssignor,
@@ -33,7 +34,6 @@ from spark_lag_assign.group import (
     encode_user_data,
 )
 from spark_lag_assign.group.simulate import Round, SimulatedGroup
-from spark_lag_assign.metrics import quality
 
 LOGGER = "spark_lag_assign.group.assignor"
 
@@ -87,8 +87,10 @@ def test_every_plan_is_the_pure_functions_plan(strategy: str, seed: int) -> None
         keys = {n: f"0:{n}" for n in group.members}
         want = sla.assign(lag_table(sizes), {keys[n]: m.topics for n, m in group.members.items()}, strategy, previous)
         got = group.rebalance().assignment
-        assert plan_of({keys[n]: got[n] for n in got}, lag_table(sizes)).drop(columns="lag").equals(
-            want.drop(columns="lag").reset_index(drop=True)
+        assert (
+            plan_of({keys[n]: got[n] for n in got}, lag_table(sizes))
+            .drop(columns="lag")
+            .equals(want.drop(columns="lag").reset_index(drop=True))
         )
         previous = want
 
@@ -196,8 +198,10 @@ def test_a_failing_monitor_logs_once_and_keeps_trying(caplog: pytest.LogCaptureF
         calls.append(1)
         raise ConnectionError("broker down")
 
-    with caplog.at_level(logging.WARNING, "spark_lag_assign.group.lagsource"), \
-            GroupLagMonitor(None, "g", topics=["t"], interval_s=0.02, reader=reader) as monitor:
+    with (
+        caplog.at_level(logging.WARNING, "spark_lag_assign.group.lagsource"),
+        GroupLagMonitor(None, "g", topics=["t"], interval_s=0.02, reader=reader) as monitor,
+    ):
         deadline = time.monotonic() + 5
         while len(calls) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -290,7 +294,9 @@ def test_a_restarted_member_with_a_stale_claim_loses_to_the_current_owner() -> N
 # -- cooperative: revoke, then assign ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [CooperativeLagStickyAssignor, CooperativeStickyAssignor, assignor_class("lag", cooperative=True)])
+@pytest.mark.parametrize(
+    "cls", [CooperativeLagStickyAssignor, CooperativeStickyAssignor, assignor_class("lag", cooperative=True)]
+)
 def test_cooperative_never_hands_over_a_held_partition(cls: type) -> None:
     sizes = {"t0": [900, 800, 700, 100, 50, 20, 10, 5], "t1": [300, 200, 100, 1]}
     group, lags = group_of(cls, sizes, ["a", "b"])
@@ -410,9 +416,7 @@ class ShiftingLags:
         pass
 
     def snapshot(self) -> LagSnapshot | None:
-        rotated = self.table.assign(
-            lag=self.table.groupby("topic")["lag"].transform(lambda s: np.roll(s.to_numpy(), self.shift))
-        )
+        rotated = self.table.assign(lag=self.table.groupby("topic")["lag"].transform(lambda s: np.roll(s.to_numpy(), self.shift)))
         return StaticLags(rotated).snapshot()
 
 
@@ -430,7 +434,11 @@ def group_histories(draw: st.DrawFn) -> tuple[str, dict[str, list[int]], list[li
     topics = st.lists(st.sampled_from(sorted(sizes)), min_size=1, unique=True).map(sorted)
     first = draw(st.lists(topics, min_size=1, max_size=3))
     changes = draw(
-        st.lists(st.tuples(st.sampled_from(["join", "leave", "leader"]), topics, st.booleans(), st.integers(0, 2)), min_size=1, max_size=4)
+        st.lists(
+            st.tuples(st.sampled_from(["join", "leave", "leader"]), topics, st.booleans(), st.integers(0, 2)),
+            min_size=1,
+            max_size=4,
+        )
     )
     return strategy, sizes, first, changes
 
@@ -470,7 +478,9 @@ def moves(stable: list[dict[str, frozenset[tuple[str, int]]]]) -> int:
 
 
 @given(group_histories())
-def test_cooperative_ends_where_eager_ends_and_moves_no_more(history: tuple[str, dict[str, list[int]], list[list[str]], list[Change]]) -> None:
+def test_cooperative_ends_where_eager_ends_and_moves_no_more(
+    history: tuple[str, dict[str, list[int]], list[list[str]], list[Change]],
+) -> None:
     """The same changes to the same group with the same lags: the cooperative protocol must
     land on the eager protocol's assignment, never hand over a held partition, and move no
     more partitions between its stable states (it has fewer of them when a change arrives

@@ -8,10 +8,12 @@ import pytest
 from hypothesis import given, strategies as st
 
 from spark_lag_assign.errors import ShrinkRefusedError
-from spark_lag_assign.guard import check_shrink, plan_partitions, shrink
+from spark_lag_assign.plan.guard import check_shrink, plan_partitions, shrink
 
 
-def plan(generation: int, assign: dict[str, dict[str, list[int]]], unassigned: dict[str, list[int]] | None = None) -> dict[str, Any]:
+def plan(
+    generation: int, assign: dict[str, dict[str, list[int]]], unassigned: dict[str, list[int]] | None = None
+) -> dict[str, Any]:
     return {
         "generation": generation,
         "consumers": {c: {"assign": a} for c, a in assign.items()},
@@ -69,7 +71,9 @@ def test_no_previous_plan_or_an_empty_one_drops_nothing() -> None:
     assert shrink(empty, TEN).dropped == 0
 
 
-topic_lists = st.dictionaries(st.sampled_from(["t0", "t1", "t2", "x"]), st.lists(st.integers(0, 2**31 - 1) | st.integers(0, 9), max_size=6), max_size=3)
+topic_lists = st.dictionaries(
+    st.sampled_from(["t0", "t1", "t2", "x"]), st.lists(st.integers(0, 2**31 - 1) | st.integers(0, 9), max_size=6), max_size=3
+)
 plans = st.builds(
     lambda consumers, spare: plan(1, consumers, spare),
     st.dictionaries(st.sampled_from(["a", "b", "c"]), topic_lists, max_size=3),

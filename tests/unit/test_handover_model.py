@@ -61,6 +61,7 @@ from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from spark_lag_assign.consume.committer import ProgressCommitter
+from spark_lag_assign.consume.fencer import FenceCommits, FencerCore, NoteFence, fence_done
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit
 from spark_lag_assign.consume.protocol import (
     AllowCommits,
@@ -77,7 +78,7 @@ from spark_lag_assign.consume.protocol import (
     Write,
 )
 from spark_lag_assign.errors import CommitFencedError, CommitHeldError, KafkaCommitError
-from spark_lag_assign.store.base import ClaimRecord
+from spark_lag_assign.store.base import FENCER, ClaimRecord
 
 CONSUMERS = ("A", "B", "C")
 PARTITIONS = (("t", 0), ("t", 1), ("t", 2), ("u", 0))
@@ -139,11 +140,13 @@ class Proc:
     pending_final: Query | None = None  # a stopped query whose final commit waits for a producer
     decided: object = None  # an action decided by next() and not yet performed
     reports: list[tuple[str, str]] = field(default_factory=list)  # (query id, endOffset JSON) not yet delivered
+    stints: dict[str, Stint] = field(default_factory=dict)  # query id -> what that query read
     refused: bool = False  # the committer's on_refused was called (the follower's flag)
     committing: Stint | None = None  # whose offsets the committer is sending now
     fate: str = "ok"  # what the next commit_transaction meets: ok | fail | ack-lost
     seq: int = 0
     batches_past_lease: int = 0  # batches completed after the lease lapsed, since the loop last ran
+    ended: bool = False  # the running query ended by itself (failed); the loop has not seen it yet
     clock_t: float = 0.0  # the final commit's own retry clock (ProgressCommitter)
 
     @property
@@ -164,7 +167,6 @@ class World:
     committed: dict[TP, int] = field(default_factory=dict)
     end: dict[TP, int] = field(default_factory=lambda: dict.fromkeys(PARTITIONS, 5))
     sink: dict[TP, Counter[int]] = field(default_factory=lambda: {tp: Counter() for tp in PARTITIONS})
-    checkpoints: dict[tuple[str, int], dict[TP, int]] = field(default_factory=dict)  # (incarnation, generation)
     stints: list[Stint] = field(default_factory=list)
     newest: dict[TP, int] = field(default_factory=dict)  # partition -> the newest stint that started on it
 
@@ -244,6 +246,7 @@ class HandoverModel(RuleBasedStateMachine):
     margin: ClassVar[float] = MARGIN
     drift: ClassVar[float] = DRIFT
     exclusive: ClassVar[bool] = True  # check I1 and I2 (they rest on clocks within the margin)
+    service: ClassVar[bool] = False  # the plan's fencing is "service": a fencer fences, pipelines ask
 
     def __init__(self) -> None:
         super().__init__()
@@ -255,6 +258,9 @@ class HandoverModel(RuleBasedStateMachine):
         self.moments: set[str] = set()
         self.fences = 0
         self.takeovers = 0
+        self.fencer = FencerCore()
+        self.fencer_seq = 0
+        self.fencer_rate = 1.0
         self.first_variant = 0
         next(EXAMPLES)
 
@@ -284,7 +290,10 @@ class HandoverModel(RuleBasedStateMachine):
         w.id_owner[consumer] = incarnation  # taking the id over fences every older claim writer
         predecessor = w.view(len(w.log)).get(consumer)
         assert predecessor is None or isinstance(predecessor, ClaimRecord)
-        core = Handover(consumer, incarnation, lease=self.lease, margin=self.margin, handover_timeout=1e9)
+        core = Handover(
+            consumer, incarnation, lease=self.lease, margin=self.margin, handover_timeout=1e9,
+            fence_authority=FENCER if self.service else None,
+        )  # fmt: skip
         proc = Proc(len(self.procs), consumer, incarnation, core, rate, float(len(self.procs)) * 1000.0, sink)
         proc.fc = FencedGroupCommit("model", "group", f"commit.{consumer}", consumer, producer_factory=lambda: ModelProducer(self, proc))
         proc.committer = ProgressCommitter(
@@ -338,6 +347,10 @@ class HandoverModel(RuleBasedStateMachine):
                 core.refused_commit()
         if core.commits is not None and proc.fc.lost:
             core.commits_lost()
+        if proc.ended and proc.query is not None and core.reading is not None and not core.commit_refused:
+            proc.ended = False
+            if core.query_ended(True, self.own(proc)):
+                self.seen("a query fails by itself: the run ends")
 
     def commit_through(self, proc: Proc, stint: Stint, call: Any) -> Any:
         proc.committing = stint
@@ -417,6 +430,12 @@ class HandoverModel(RuleBasedStateMachine):
         elif isinstance(action, Fence):
             if w.down:
                 return
+            if self.service:  # the fencer fences; the pipeline waits for its record to say so
+                if fence_done(core.view.get(FENCER), action.consumer, action.version):
+                    core.fenced_commits(action.consumer, action.version)
+                else:
+                    core.saw_claims(w.view(len(w.log)), now)
+                return
             self.seen("a successor fences a lapsed holder's commits")
             self.fences += 1
             w.epoch[action.consumer] = w.epoch.get(action.consumer, 0) + 1
@@ -457,8 +476,7 @@ class HandoverModel(RuleBasedStateMachine):
         w, core = self.world, proc.core
         if w.down:  # reading the group's offsets failed: the state machine asks again
             return
-        saved = w.checkpoints.get((proc.incarnation, action.generation))
-        positions = {tp: (saved or {}).get(tp, w.committed.get(tp, 0)) for tp in action.holds}
+        positions = {tp: w.committed.get(tp, 0) for tp in action.holds}  # a checkpoint of its own: the group's offsets
         if not core.may_start(self.own(proc)):
             return
         for tp in action.holds:
@@ -472,7 +490,9 @@ class HandoverModel(RuleBasedStateMachine):
             w.newest[tp] = stint.sid
         qid = f"q{next(self.queries)}"
         proc.committer.track(qid, action.holds)
+        proc.stints[qid] = stint
         proc.query = Query(qid, action.generation, action.holds, stint)
+        proc.ended = False
         core.started(action.generation, action.holds)
         if any(o.consumer != proc.consumer and o.alive and o.paused and o.query and o.query.holds & action.holds for o in self.procs):
             self.seen("a successor reads beside a paused holder")
@@ -498,6 +518,30 @@ class HandoverModel(RuleBasedStateMachine):
         proc.fc.close()
         core.stopped(result)
 
+    def fencer_acts(self) -> None:
+        """One step of the fencer (``spark-lag-assign fencer``): read every claim, then act."""
+        w, core = self.world, self.fencer
+        if w.down:
+            return
+        now = self.fencer_rate * w.now
+        core.saw_claims(w.view(len(w.log)), now)
+        action = core.next(now)
+        if isinstance(action, NoteFence):
+            self.fencer_seq += 1
+            record = ClaimRecord(FENCER, "F", self.fencer_seq, 0, frozenset(), 3600.0, action.state, dict(action.fences))
+            self.append(record)
+            core.wrote(record)
+        elif isinstance(action, FenceCommits):
+            self.seen("the fencer fences a lapsed holder's commits for its successor")
+            self.fences += 1
+            w.epoch[action.consumer] = w.epoch.get(action.consumer, 0) + 1
+            core.fenced(action.consumer, action.version)
+
+    @precondition(lambda self: self.service)
+    @rule()
+    def fencer_step(self) -> None:
+        self.fencer_acts()
+
     def pick(self, data: st.DataObject, candidates: list[Proc], label: str) -> Proc:
         return data.draw(st.sampled_from(candidates), label=label)
 
@@ -522,13 +566,16 @@ class HandoverModel(RuleBasedStateMachine):
         positions = dict(q.stint.pos)
         read: dict[TP, range] = {}
         for tp in sorted(q.holds):
-            n = data.draw(st.integers(0, MAX_RECORDS), label="records")
+            n = data.draw(st.sampled_from((MAX_RECORDS, 1, 0, 2)), label="records")  # the first is what generation favours
             read[tp] = range(positions[tp], min(w.end[tp], positions[tp] + n))
             positions[tp] = read[tp].stop
         if proc.sink == "kafka":
             records = [f"{t}-{p}@{o}".encode() for (t, p), r in sorted(read.items()) for o in r]
             offsets = {tp: positions[tp] for tp in q.holds if read[tp]}
             if not records:
+                return
+            if not proc.core.lease_valid(self.own(proc)):  # PlanFollower.write_batch refuses it before Kafka
+                proc.ended = True  # the sink raised: the query fails
                 return
             try:
                 self.commit_through(proc, q.stint, lambda: proc.fc.write(offsets, q.generation, "sink", [(None, r) for r in records]))
@@ -542,7 +589,6 @@ class HandoverModel(RuleBasedStateMachine):
             for tp, r in read.items():
                 w.sink[tp].update(r)
         q.stint.pos = positions
-        w.checkpoints[(proc.incarnation, q.generation)] = dict(positions)
         proc.reports.append((q.qid, _ends(positions)))
         if report_now:
             self.deliver(proc)
@@ -554,14 +600,10 @@ class HandoverModel(RuleBasedStateMachine):
         if not proc.reports:
             return
         qid, ends = proc.reports.pop(0)
-        stints = {q.qid: q.stint for q in (proc.query, proc.pending_final) if q is not None}
-        stint = stints.get(qid)
-        if stint is None:
-            if proc.committer.tracked(qid):  # pragma: no cover - the model tracks every live query
-                raise AssertionError(f"{qid} is tracked but has no stint")
+        if not proc.committer.tracked(qid):
             self.seen("a late progress report of a stopped query is ignored")
             return
-        self.commit_through(proc, stint, lambda: proc.committer.record(qid, [ends]))
+        self.commit_through(proc, proc.stints[qid], lambda: proc.committer.record(qid, [ends]))
 
     # -- rules ------------------------------------------------------------------------------
 
@@ -645,7 +687,17 @@ class HandoverModel(RuleBasedStateMachine):
 
     def can_batch(self, proc: Proc) -> bool:
         lapsed = self.own(proc) >= proc.core.deadline()
-        return proc.runs and proc.query is not None and not self.world.down and not (lapsed and proc.batches_past_lease >= 1)
+        return (
+            proc.runs and proc.query is not None and not proc.ended and not self.world.down
+            and not (lapsed and proc.batches_past_lease >= 1)
+        )  # fmt: skip
+
+    @precondition(lambda self: any(p.runs and p.query and not p.ended for p in self.procs))
+    @rule(data=st.data(), really=st.sampled_from((False,) * 3 + (True,)))
+    def query_fails(self, data: st.DataObject, really: bool) -> None:
+        """A query ends by itself (a failed sink, Spark's own error); rarely."""
+        if really:
+            self.pick(data, [p for p in self.procs if p.runs and p.query and not p.ended], "pipeline").ended = True
 
     @precondition(lambda self: any(self.can_batch(p) for p in self.procs))
     @rule(data=st.data(), report_now=st.sampled_from((True, True, False)))
@@ -663,12 +715,9 @@ class HandoverModel(RuleBasedStateMachine):
         qid, ends = proc.reports[0]
         if fate != "ok":
             self.seen(f"a commit meets a broker fault: {fate}")
-        stint = next((q.stint for q in (proc.query, proc.pending_final) if q is not None and q.qid == qid), None)
         proc.reports.pop(0)
-        if stint is None:
-            return
         proc.fate = fate
-        self.commit_through(proc, stint, lambda: proc.committer.record(qid, [ends]))
+        self.commit_through(proc, proc.stints[qid], lambda: proc.committer.record(qid, [ends]))
         proc.fate = "ok"
 
     @precondition(lambda self: any(p.runs and p.query for p in self.procs))
@@ -824,6 +873,8 @@ class HandoverModel(RuleBasedStateMachine):
         if b is None:
             b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
         for _ in range(60):  # the successor's loop runs, a second at a time, until it reads what it gained
+            if self.service:
+                self.fencer_acts()
             self.settle(b, _Fixed(), 30)
             if (b.query is not None and moved <= b.query.holds) or not b.runs:
                 break
@@ -836,6 +887,10 @@ class HandoverModel(RuleBasedStateMachine):
         for tp in holds:  # producers keep writing: whatever the holder reads next is new
             w.end[tp] += MAX_RECORDS
         a.paused = False
+        # as it resumes, the holder's stream thread may complete a batch before its loop runs
+        order = data.draw(st.sampled_from(("batch, report", "batch, report later", "loop first")), label="on resuming")
+        if order != "loop first" and self.can_batch(a):
+            self.run_batch(a, _Fixed(), report_now=order == "batch, report")
 
     # -- invariants -------------------------------------------------------------------------
 
@@ -894,6 +949,9 @@ class HandoverModel(RuleBasedStateMachine):
         for proc in self.procs:
             proc.paused = False
         for _ in range(400):
+            if self.service:
+                for _ in range(3):
+                    self.fencer_acts()
             for consumer in sorted(w.members[latest - 1]):  # a supervisor restarts what ended
                 if not any(p.consumer == consumer and p.runs for p in self.procs):
                     self.spawn(consumer, copy_predecessor=False)
@@ -908,7 +966,6 @@ class HandoverModel(RuleBasedStateMachine):
                     for tp in sorted(q.holds):
                         w.sink[tp].update(range(q.stint.pos[tp], w.end[tp]))
                         q.stint.pos[tp] = w.end[tp]
-                    w.checkpoints[(proc.incarnation, q.generation)] = dict(q.stint.pos)
                     proc.reports.append((q.qid, _ends(q.stint.pos)))
                     while proc.reports:
                         self.deliver(proc)
@@ -950,6 +1007,18 @@ class WildClocks(HandoverModel):
         return st.sampled_from((0.5, 1.0, 2.0))
 
 
+class ServiceFencing(HandoverModel):
+    """The plan's fencing is "service": no pipeline fences another; the fencer, with a clock
+    of its own, fences on a pipeline's request once it saw the lease run out itself, and only
+    its notes stop a pipeline."""
+
+    service: ClassVar[bool] = True
+
+    @initialize(rate=st.sampled_from((1.0 - DRIFT, 1.0, 1.0 + DRIFT)))
+    def fencer_clock(self, rate: float) -> None:
+        self.fencer_rate = rate
+
+
 MODEL_SETTINGS = settings(
     stateful_step_count=120,
     deadline=None,
@@ -957,5 +1026,7 @@ MODEL_SETTINGS = settings(
 )
 HandoverModel.TestCase.settings = MODEL_SETTINGS
 WildClocks.TestCase.settings = MODEL_SETTINGS
+ServiceFencing.TestCase.settings = MODEL_SETTINGS
 test_handover_protocol = HandoverModel.TestCase
 test_commits_stay_safe_whatever_the_clocks = WildClocks.TestCase
+test_the_fencer_fences_on_the_pipelines_behalf = ServiceFencing.TestCase

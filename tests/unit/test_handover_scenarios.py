@@ -479,3 +479,76 @@ def test_start_is_only_given_with_most_of_a_lease_ahead() -> None:
     assert core.next(0.1) == Start(1, frozenset({P}))
     assert core.may_start(2.9) and not core.may_start(5.5)  # preparing took too long: renew first
     assert isinstance(core.next(6.0), Write)  # too close to its deadline (8.5): renew first
+
+
+def test_a_refused_commit_stops_the_reader_at_its_next_step() -> None:
+    """Before it reads the claims again: the refusal itself is the news that it was replaced."""
+    a = Handover("A", "A1", lease=10, margin=1)
+    a.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "reading")
+    a.wrote(claim, sent_at=0.0)
+    a.commits_opened(("A1", 1), 0.0)
+    a.saw_claims({"A": claim}, read_at=0.0)
+    a.started(1, frozenset({P}))
+    assert isinstance(a.next(1.0), Wait)
+    a.refused_commit()
+    assert a.next(1.1) == Stop(False, "a commit was refused: another pipeline took over")
+
+
+def test_a_lease_is_judged_by_when_the_view_was_read_not_by_now() -> None:
+    """A view read some time ago says nothing about what was written since: a holder whose
+    lease would have run out by now is read again, never fenced on the old view's word."""
+    b = Handover("B", "B1", lease=10, margin=1)
+    b.saw_plan(2, frozenset({P}))
+    mine = ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting")
+    b.wrote(mine, sent_at=0.0)
+    held = ClaimRecord("A", "A1", 3, 1, frozenset({P}), 10.0, "reading")
+    b.saw_claims({"A": held, "B": mine}, read_at=0.0)  # A's version 3, first seen at 0
+    assert isinstance(b.next(0.5), Wait)
+    assert b.next(5.7) == Write(2, frozenset({P}), "waiting")  # B renews its own claim
+    mine = ClaimRecord("B", "B1", 2, 2, frozenset({P}), 10.0, "waiting")
+    b.wrote(mine, sent_at=5.7)
+    b.saw_claims({"A": held, "B": mine}, read_at=5.8)
+    assert b.next(10.5) == ReadClaims()  # A may have renewed after 5.1: look before fencing
+    b.saw_claims({"A": held, "B": mine}, read_at=10.6)
+    assert b.next(10.7) == Write(2, frozenset({P}), "waiting", (("A", ("A1", 3)),))  # now it is proven
+
+
+def reading_core(lease: float = 10, margin: float = 1) -> Handover:
+    """A pipeline reading t-0 under generation 1, its claim sent at 0 (deadline lease - margin)."""
+    core = Handover("A", "A1", lease=lease, margin=margin)
+    core.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), float(lease), "reading")
+    core.wrote(claim, sent_at=0.0)
+    core.commits_opened(("A1", 1), 0.0)
+    core.saw_claims({"A": claim}, read_at=0.0)
+    core.started(1, frozenset({P}))
+    return core
+
+
+def test_a_query_that_ends_by_itself_ends_the_run_unless_the_lease_had_lapsed() -> None:
+    core = reading_core()
+    assert not core.query_ended(True, 9.0)  # at the deadline: a paused process's query timing out
+    assert core.ending is None
+    assert core.query_ended(True, 8.9)
+    assert core.ending == "failed" and core.next(8.9) == Stop(True, "the run ends (failed)")
+    drained = reading_core()
+    assert drained.query_ended(False, 1.0) and drained.ending == "drained"
+    stopping = reading_core()
+    stopping.request_stop()
+    assert stopping.query_ended(True, 1.0) and stopping.ending == "stopped"  # the first reason stays
+
+
+def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
+    core = reading_core()
+    assert core.lease_valid(8.99) and not core.lease_valid(9.0)
+    core.zombie = True
+    assert not core.lease_valid(1.0)
+    idle = Handover("A", "A1", lease=10, margin=1)
+    idle.wrote(ClaimRecord("A", "A1", 1, 1, frozenset(), 10.0, "idle"), sent_at=0.0)
+    assert not idle.lease_valid(1.0)  # a claim, but no query
+
+
+def test_a_blocker_says_who_holds_what_under_which_generation() -> None:
+    blocker = Blocker("A", 3, frozenset({("t", 1), P}), 12.0, "reading, lease until +2.0s")
+    assert blocker.describe() == "A holds t-0, t-1 under generation 3 (reading, lease until +2.0s)"

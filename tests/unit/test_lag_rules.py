@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from spark_lag_assign.core.lag import EARLIEST, LATEST, compute_lag
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.lag import EARLIEST, LATEST, compute_lag
 
 
 def offsets(*rows: tuple[str, int, int, int, int | None]) -> pd.DataFrame:
@@ -56,9 +56,7 @@ def test_commit_outside_the_range_applies_the_reset_rule_and_is_flagged(
 
 
 def test_seed_000_backlog() -> None:
-    got = compute_lag(
-        offsets(("t0", 0, 0, 100_000, 0), ("t0", 1, 0, 150_000, 100_000), ("t0", 2, 0, 60_000, None)), "earliest"
-    )
+    got = compute_lag(offsets(("t0", 0, 0, 100_000, 0), ("t0", 1, 0, 150_000, 100_000), ("t0", 2, 0, 60_000, None)), "earliest")
     assert got["lag"].tolist() == [100_000, 50_000, 60_000]
 
 

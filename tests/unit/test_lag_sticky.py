@@ -21,9 +21,9 @@ from hypothesis import given, strategies as st
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import lagsticky
 from spark_lag_assign.assignors.base import GroupProblem
+from spark_lag_assign.core.invariants import check_assignment
+from spark_lag_assign.core.quality import quality
 from spark_lag_assign.errors import InputError, StrategyError
-from spark_lag_assign.invariants import check_assignment
-from spark_lag_assign.metrics import quality
 from spark_lag_assign.testing import workloads as w
 
 Subscriptions = Mapping[str, Sequence[str]]
@@ -31,7 +31,10 @@ SEEDS = range(7)
 
 
 def plan(
-    lags: pd.DataFrame, subs: Subscriptions, previous: pd.DataFrame | None = None, strategy: str = "lag-sticky",
+    lags: pd.DataFrame,
+    subs: Subscriptions,
+    previous: pd.DataFrame | None = None,
+    strategy: str = "lag-sticky",
     **options: object,
 ) -> pd.DataFrame:
     return sla.assign(lags, subs, strategy, previous, **options)
@@ -96,9 +99,12 @@ def test_the_docstring_example_from_scratch() -> None:
     # one partition of each topic per consumer; t0 first (it holds the heaviest), then t1's
     # heaviest to the least loaded: 50 -> C1 (10), 40 -> C2 (10), 5 -> C0 (60)
     assert owners(out) == {
-        ("t0", 0): "C0", ("t1", 2): "C0",
-        ("t0", 1): "C1", ("t1", 0): "C1",
-        ("t0", 2): "C2", ("t1", 1): "C2",
+        ("t0", 0): "C0",
+        ("t1", 2): "C0",
+        ("t0", 1): "C1",
+        ("t1", 0): "C1",
+        ("t0", 2): "C2",
+        ("t1", 1): "C2",
     }
     assert loads(out, DOC_SUBS) == {"C0": 65, "C1": 60, "C2": 50}
     # the seeds' assignor hands C0 the heaviest partition of both topics
@@ -353,8 +359,15 @@ def test_a_consumer_that_stops_reading_a_topic_gives_up_exactly_that_topic() -> 
 
 @pytest.mark.parametrize(
     "options",
-    [{"tolerance": -0.1}, {"tolerance": "0.1"}, {"tolerance": True}, {"max_swaps": 1.5}, {"max_swaps": -1},
-     {"max_swaps": True}, {"balance": 1}],
+    [
+        {"tolerance": -0.1},
+        {"tolerance": "0.1"},
+        {"tolerance": True},
+        {"max_swaps": 1.5},
+        {"max_swaps": -1},
+        {"max_swaps": True},
+        {"balance": 1},
+    ],
 )
 def test_invalid_options_are_refused(options: dict[str, object]) -> None:
     with pytest.raises(StrategyError):
@@ -409,9 +422,7 @@ def groups(draw: st.DrawFn) -> tuple[pd.DataFrame, dict[str, list[str]], pd.Data
     previous = None
     if draw(st.booleans()):
         pool = [*consumers, "departed"]
-        previous = lags[["topic", "partition"]].assign(
-            consumer=[draw(st.sampled_from(pool)) for _ in range(len(lags))]
-        )
+        previous = lags[["topic", "partition"]].assign(consumer=[draw(st.sampled_from(pool)) for _ in range(len(lags))])
     return lags, subs, previous
 
 
@@ -505,11 +516,13 @@ def test_seek_finds_in_each_window_what_a_search_of_that_window_finds(seed: int,
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(1, 30, 4)
-    lags = pd.DataFrame({
-        "topic": np.repeat([f"t{i}" for i in range(4)], sizes),
-        "partition": np.concatenate([np.arange(k) for k in sizes]),
-        "lag": rng.integers(0, 12, int(sizes.sum())),
-    })
+    lags = pd.DataFrame(
+        {
+            "topic": np.repeat([f"t{i}" for i in range(4)], sizes),
+            "partition": np.concatenate([np.arange(k) for k in sizes]),
+            "lag": rng.integers(0, 12, int(sizes.sum())),
+        }
+    )
     prob = problem(lags, {c: [f"t{i}" for i in range(4)] for c in "xy"}, "lag-sticky")
     group = lagsticky._group(prob, list(prob.consumers))
     search = lagsticky._Search(group, lagsticky._State.begin(group, np.zeros(len(lags), dtype=np.int64)))

@@ -16,41 +16,53 @@ import spark_lag_assign as sla
 #: consuming side's state machine. Every module of the package is here or in SPARK_EDGE.
 PURE = [
     "spark_lag_assign",
+    "spark_lag_assign.config",
+    "spark_lag_assign.errors",
+    # the core: rules and models over arrays
+    "spark_lag_assign.core",
+    "spark_lag_assign.core.draintime",
+    "spark_lag_assign.core.invariants",
+    "spark_lag_assign.core.lag",
+    "spark_lag_assign.core.limits",
+    "spark_lag_assign.core.lists",
+    "spark_lag_assign.core.quality",
+    "spark_lag_assign.core.rates",
+    "spark_lag_assign.core.subscriptions",
+    # the plan document
+    "spark_lag_assign.plan",
+    "spark_lag_assign.plan.build",
+    "spark_lag_assign.plan.document",
+    "spark_lag_assign.plan.guard",
+    "spark_lag_assign.plan.report",
+    # the strategies
     "spark_lag_assign.assignors",
     "spark_lag_assign.assignors.base",
     "spark_lag_assign.assignors.drain",
+    "spark_lag_assign.assignors.frontend",
     "spark_lag_assign.assignors.lagbased",
     "spark_lag_assign.assignors.lagsticky",
     "spark_lag_assign.assignors.range",
     "spark_lag_assign.assignors.roundrobin",
     "spark_lag_assign.assignors.shuffle",
     "spark_lag_assign.assignors.sticky",
-    "spark_lag_assign.atomic",
-    "spark_lag_assign.config",
-    "spark_lag_assign.errors",
-    "spark_lag_assign.guard",
-    "spark_lag_assign.invariants",
-    "spark_lag_assign.lag",
-    "spark_lag_assign.lists",
-    "spark_lag_assign.metrics",
-    "spark_lag_assign.offsets",
-    "spark_lag_assign.plan",
-    "spark_lag_assign.planformat",
-    "spark_lag_assign.rates",
-    "spark_lag_assign.report",
-    "spark_lag_assign.retry",
-    "spark_lag_assign.simulate",
-    "spark_lag_assign.subscriptions",
-    "spark_lag_assign.uris",
+    # the edges to Kafka and files
+    "spark_lag_assign.extract",
+    "spark_lag_assign.extract.acls",
+    "spark_lag_assign.extract.atomic",
+    "spark_lag_assign.extract.offsets",
+    "spark_lag_assign.extract.retry",
+    "spark_lag_assign.extract.uris",
     # the control plane: stores and the consuming side; Spark reaches them only as objects
     # passed in (a session, a DataFrame), never by an import of their own
     "spark_lag_assign.store",
     "spark_lag_assign.store.base",
     "spark_lag_assign.store.directory",
     "spark_lag_assign.store.export",
+    "spark_lag_assign.store.fs",
     "spark_lag_assign.store.kafka",
     "spark_lag_assign.consume",
     "spark_lag_assign.consume.committer",
+    "spark_lag_assign.consume.fencer",
     "spark_lag_assign.consume.follower",
     "spark_lag_assign.consume.gate",
     "spark_lag_assign.consume.kafka_commit",
@@ -64,6 +76,8 @@ PURE = [
     "spark_lag_assign.group.lagsource",
     "spark_lag_assign.group.memberdata",
     "spark_lag_assign.group.simulate",
+    # the application: the roles' ACLs, over the store and the consuming side
+    "spark_lag_assign.roles",
     "spark_lag_assign.testing",  # a docstring: importing the package runs nothing
     "spark_lag_assign.testing.offsets_log",
     "spark_lag_assign.testing.workloads",
@@ -74,10 +88,11 @@ PURE = [
 SPARK_EDGE = [
     "spark_lag_assign.__main__",
     "spark_lag_assign.cli",
-    "spark_lag_assign.job",
+    "spark_lag_assign.spark",
+    "spark_lag_assign.spark.job",
     "spark_lag_assign.jvm",
-    "spark_lag_assign.pipeline",
-    "spark_lag_assign.session",
+    "spark_lag_assign.spark.transforms",
+    "spark_lag_assign.spark.session",
     "spark_lag_assign.store.hadoop",
     "spark_lag_assign.testing.localkafka",
     "spark_lag_assign.testing.minihdfs",
@@ -205,10 +220,7 @@ def test_no_pure_module_imports_spark_anywhere_in_its_source() -> None:
 def test_every_allowed_lazy_import_still_exists() -> None:
     """An entry that no longer excuses anything is dead weight: remove it."""
     used = {
-        (module, function.split(".")[0])
-        for module, _ in LAZY_SPARK
-        for function, name, _ in _imports_of(module)
-        if _spark(name)
+        (module, function.split(".")[0]) for module, _ in LAZY_SPARK for function, name, _ in _imports_of(module) if _spark(name)
     }
     assert LAZY_SPARK - used == set()
 
@@ -226,13 +238,14 @@ def test_the_walk_finds_imports_hidden_in_functions_and_strings() -> None:
         "    def read(self):\n"
         "        return importlib.import_module('py4j.java_gateway')\n"
         "def edge():\n"
-        "    from . import session\n"  # relative: spark_lag_assign.session
+        "    from .spark import session\n"  # relative: spark_lag_assign.spark.session
         "def anything(name):\n"
         "    return __import__(name)\n"
     )
     assert offences("spark_lag_assign.example", imports(source, "spark_lag_assign.example")) == [
         "spark_lag_assign.example:10 (Reader.read) imports py4j.java_gateway",
-        "spark_lag_assign.example:12 (edge) imports spark_lag_assign.session",
+        "spark_lag_assign.example:12 (edge) imports spark_lag_assign.spark",
+        "spark_lag_assign.example:12 (edge) imports spark_lag_assign.spark.session",
         "spark_lag_assign.example:14 (anything) imports <not a literal>",
         "spark_lag_assign.example:7 (plan) imports pyspark.sql",
         "spark_lag_assign.example:7 (plan) imports pyspark.sql.functions",
@@ -257,10 +270,12 @@ def test_every_public_name_resolves() -> None:
 def test_a_lag_rules_worker_loads_neither_the_assignors_nor_pydantic() -> None:
     # a pandas-UDF worker unpickles the lag rules by reference: importing their module must
     # not pull in the package's public names, which are loaded on first use
-    code = "import sys, spark_lag_assign.lag\n"
+    code = "import sys, spark_lag_assign.core.lag\n"
     code += "print(sorted(m for m in sys.modules if m.startswith(('pydantic', 'spark_lag_assign.'))))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "['spark_lag_assign.errors', 'spark_lag_assign.lag']"
+    assert out == str(
+        ["spark_lag_assign.core", "spark_lag_assign.core.lag", "spark_lag_assign.core.limits", "spark_lag_assign.errors"]
+    )
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         sla.nothing_here  # noqa: B018
 
@@ -291,3 +306,60 @@ def test_the_runtime_never_imports_the_testing_package() -> None:
 def test_the_package_runs_as_a_module() -> None:
     done = subprocess.run([sys.executable, "-m", "spark_lag_assign", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("spark-lag-assign "), done.stderr
+
+
+#: The layers, lowest first. A module may import its own layer and the ones below it, never
+#: one above: the data goes down once and comes back once. The package root (lazy public
+#: names) and ``__main__`` sit on top of everything.
+LAYERS = [
+    ["errors", "jvm"],
+    ["core"],
+    ["plan"],
+    ["assignors"],
+    ["extract"],
+    ["store"],
+    ["config"],
+    ["spark"],
+    ["consume"],
+    ["group"],
+    ["roles"],
+    ["cli"],
+    ["testing"],
+]
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "spark_lag_assign" or len(parts) < 2:
+        return None
+    return next((i for i, names in enumerate(LAYERS) if parts[1] in names), None)
+
+
+def upward_imports(module: str, found: list[tuple[str, str, int]]) -> list[str]:
+    """The imports of ``module`` that climb to a higher layer."""
+    own = _layer(module)
+    return sorted(
+        {
+            f"{module}:{line} imports {name}"
+            for _, name, line in found
+            if own is not None and (target := _layer(name)) is not None and target > own
+        }
+    )
+
+
+def test_every_module_has_a_layer() -> None:
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")} - {"spark_lag_assign", "spark_lag_assign.__main__"}
+    assert sorted(m for m in modules if _layer(m) is None) == [], "put the new package in LAYERS"
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    modules = sorted({_module_name(p) for p in PACKAGE.rglob("*.py")} - {"spark_lag_assign", "spark_lag_assign.__main__"})
+    assert [o for m in modules for o in upward_imports(m, _imports_of(m))] == []
+
+
+def test_an_upward_import_is_found_even_inside_a_function() -> None:
+    source = "from spark_lag_assign.errors import InputError\ndef plan():\n    from spark_lag_assign.spark import job\n"
+    assert upward_imports("spark_lag_assign.core.lag", imports(source, "spark_lag_assign.core.lag")) == [
+        "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark",
+        "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark.job",
+    ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from spark_lag_assign.metrics import moved, per_consumer, quality, topic_spread
+from spark_lag_assign.core.quality import moved, per_consumer, quality, topic_spread
 
 
 def plan(*rows: tuple[str, str, int, int]) -> pd.DataFrame:
@@ -76,8 +76,13 @@ def test_topic_spread_counts_a_subscriber_holding_none_of_the_topic_as_zero() ->
 
 def test_topic_spread_is_the_worst_topic_not_the_sum() -> None:
     p = plan(
-        ("C0", "a", 0, 0), ("C0", "a", 1, 0), ("C1", "a", 2, 0),  # a: 2 vs 1
-        ("C0", "b", 0, 0), ("C0", "b", 1, 0), ("C0", "b", 2, 0), ("C1", "b", 3, 0),  # b: 3 vs 1
+        ("C0", "a", 0, 0),
+        ("C0", "a", 1, 0),
+        ("C1", "a", 2, 0),  # a: 2 vs 1
+        ("C0", "b", 0, 0),
+        ("C0", "b", 1, 0),
+        ("C0", "b", 2, 0),
+        ("C1", "b", 3, 0),  # b: 3 vs 1
     )
     assert topic_spread(p, {"C0": ["a", "b"], "C1": ["a", "b"]}) == 2
 
@@ -173,20 +178,22 @@ def test_totals_past_int64_are_exact_never_wrapped() -> None:
 
 
 def test_exact_sums_agree_with_python_ints_on_int64_extremes() -> None:
-    from spark_lag_assign.metrics import exact_sum, exact_sums
+    from spark_lag_assign.core.quality import exact_sum, exact_sums
 
     values = [2**63 - 1, 2**63 - 1, -(2**63), 5, 0, 2**62]
     assert exact_sum(pd.Series(values, dtype="int64")) == sum(values)
     keys = ["a", "b", "a", "b", "c", "a"]
     assert exact_sums(pd.Series(keys), pd.Series(values, dtype="int64")) == {
-        "a": 2**63 - 1 - 2**63 + 2**62, "b": 2**63 - 1 + 5, "c": 0
+        "a": 2**63 - 1 - 2**63 + 2**62,
+        "b": 2**63 - 1 + 5,
+        "c": 0,
     }
     assert exact_sum(pd.Series([2**64, 1], dtype=object)) == 2**64 + 1  # Python ints stay Python ints
 
 
 def test_a_lag_that_is_no_whole_number_is_refused_by_the_exact_sum() -> None:
+    from spark_lag_assign.core.quality import exact_sum
     from spark_lag_assign.errors import InputError
-    from spark_lag_assign.metrics import exact_sum
 
     assert exact_sum(pd.Series([1.0, 2.0])) == 3
     with pytest.raises(InputError, match="whole number"):

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
 
-from spark_lag_assign import plan as plan_io
 from spark_lag_assign.errors import InputError, PlanError
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import StoreError, open_store
 
 SUBS = {"C0": ["t0", "t1"], "C1": ["t0"], "idle": ["t1"]}
@@ -41,8 +41,9 @@ def make(generation: int = 1) -> plan_io.Plan:
 
 
 def tree(directory: Path) -> dict[str, str]:
-    """Every file's digest and every link's target: to prove a directory did not change."""
-    out = {}
+    """Every file's digest, every link's target and every directory, empty ones too (and the
+    directory itself, if it exists): to prove a directory did not change."""
+    out = {".": "dir"} if directory.is_dir() else {}
     for root, dirs, files in os.walk(directory):
         for name in dirs + files:
             path = Path(root) / name
@@ -51,6 +52,8 @@ def tree(directory: Path) -> dict[str, str]:
                 out[rel] = "-> " + os.readlink(path)
             elif path.is_file():
                 out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif path.is_dir():
+                out[rel] = "dir"
     return out
 
 
@@ -141,7 +144,7 @@ def test_a_consumer_id_given_twice_is_refused() -> None:
 
 WRITER = """
 import sys, pandas as pd
-from spark_lag_assign import plan as plan_io
+from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
 out = sys.argv[1]
 subs = {f"consumer-{i:04d}": ["t"] for i in range(400)}
@@ -191,7 +194,7 @@ def test_plan_totals_past_int64_are_exact_in_the_document_and_in_plan_json(tmp_p
     publish(tmp_path, doc)
     again = plan_io.read_plan(tmp_path)
     assert again["totals"]["lag"] == 2**64 and again["consumers"]["C1"]["startingOffsets"]["t0"]["3"] == 2**63 - 1
-    from spark_lag_assign import report
+    from spark_lag_assign.plan import report
 
     assert "lag 18,446,744,073,709,551,616" in report.summary(again)
     assert "50.0%" in report.consumer_table(again)
@@ -217,13 +220,21 @@ def test_a_plan_row_beyond_kafkas_types_is_one_line(column: str, value: object, 
 
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["C0", "C1", "C2"]), st.sampled_from(["t0", "t1", "t2"]),
-                  st.one_of(st.integers(0, 40), st.integers(0, 2**31 - 1)), st.integers(0, 10**6), st.integers(-2, 10**9)),
-        max_size=40, unique_by=lambda r: (r[1], r[2]),
+        st.tuples(
+            st.sampled_from(["C0", "C1", "C2"]),
+            st.sampled_from(["t0", "t1", "t2"]),
+            st.one_of(st.integers(0, 40), st.integers(0, 2**31 - 1)),
+            st.integers(0, 10**6),
+            st.integers(-2, 10**9),
+        ),
+        max_size=40,
+        unique_by=lambda r: (r[1], r[2]),
     )
 )
 def test_each_consumers_entry_is_its_rows_however_the_partitions_fall_into_runs(data: list[tuple]) -> None:  # type: ignore[type-arg]
-    frame = pd.DataFrame(data, columns=list(plan_io.PLAN_COLUMNS)).astype({"partition": "int64", "lag": "int64", "starting_offset": "int64"})
+    frame = pd.DataFrame(data, columns=list(plan_io.PLAN_COLUMNS)).astype(
+        {"partition": "int64", "lag": "int64", "starting_offset": "int64"}
+    )
     subs = {c: ["t0", "t1", "t2"] for c in ("C0", "C1", "C2")}
     doc = plan_io.build_plan(frame, subs, generation=1, strategy="lag", reset="latest")
     for c in subs:
@@ -242,7 +253,9 @@ def test_each_consumers_entry_is_its_rows_however_the_partitions_fall_into_runs(
 _TEXT = st.text(st.characters(codec=None, categories=None), max_size=6)  # any code point: escapes, DEL, surrogates
 # what a plan's per-partition parts can hold (floats never: the model refuses them there)
 _SCALARS = st.one_of(_TEXT, st.integers(-(2**70), 2**70), st.booleans(), st.none())
-_JSONISH = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4), max_leaves=20)
+_JSONISH = st.recursive(
+    _SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_TEXT, inner, max_size=4), max_leaves=20
+)
 
 
 @given(_JSONISH)

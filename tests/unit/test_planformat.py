@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from spark_lag_assign import cli, metrics, plan as plan_io, rates
+from spark_lag_assign import cli
 from spark_lag_assign.consume import PlanFollower, read_assigned
+from spark_lag_assign.core import quality as metrics, rates
 from spark_lag_assign.errors import InputError, PlanError
-from spark_lag_assign.planformat import (
+from spark_lag_assign.plan import build as plan_io
+from spark_lag_assign.plan.document import (
     PlanFormatError,
     check_plan,
     parse_plan,
@@ -55,6 +57,7 @@ def make(generation: int = 1, **extra: Any) -> plan_io.Plan:
 def validator() -> Any:
     """A validator of the published schema (jsonschema is a dev dependency: a missing one fails, never skips)."""
     import jsonschema
+
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
@@ -64,7 +67,7 @@ def validator() -> Any:
 
 
 def test_the_published_schema_is_the_models_schema() -> None:
-    # regenerate with: python -m spark_lag_assign.planformat > conf/plan.schema.json
+    # regenerate with: python -m spark_lag_assign.plan.document > conf/plan.schema.json
     assert SCHEMA.read_text() == schema_json()
     assert json.loads(SCHEMA.read_text()) == plan_schema()
 
@@ -115,7 +118,10 @@ def test_every_plan_the_project_writes_validates_against_the_published_schema(na
     g = doc["generation"]
     header = b"".join(records[header_key(g, i)] for i in range(len(records)) if header_key(g, i) in records)
     check.validate({**json.loads(header), "consumers": {c: json.loads(records[consumer_key(g, c, 0)]) for c in doc["consumers"]}})
-    parts = {c: b"".join(records[consumer_key(g, c, i)] for i in range(len(records)) if consumer_key(g, c, i) in records) for c in doc["consumers"]}
+    parts = {
+        c: b"".join(records[consumer_key(g, c, i)] for i in range(len(records)) if consumer_key(g, c, i) in records)
+        for c in doc["consumers"]
+    }
     assert parse_plan_parts(header, parts, "kafka") == doc
 
 
@@ -186,9 +192,13 @@ BAD: dict[str, tuple[bytes, str]] = {
     ),
     "a wrong count": (edited(lambda d: d["consumers"]["C1"].__setitem__("partitions", 5)), "consumers.C1.partitions is 5"),
     "a partition twice": (
-        edited(lambda d: (d["consumers"]["C0"]["assign"].__setitem__("t0", [0, 1]),
-                          d["consumers"]["C0"]["startingOffsets"]["t0"].__setitem__("1", 0),
-                          d["consumers"]["C0"].__setitem__("partitions", 3))),
+        edited(
+            lambda d: (
+                d["consumers"]["C0"]["assign"].__setitem__("t0", [0, 1]),
+                d["consumers"]["C0"]["startingOffsets"]["t0"].__setitem__("1", 0),
+                d["consumers"]["C0"].__setitem__("partitions", 3),
+            )
+        ),
         "partition t0-1 is assigned to more than one consumer (C0, C1)",
     ),
     "unsorted partitions": (
@@ -221,7 +231,7 @@ def test_a_bad_dict_about_to_be_published_is_refused_with_the_same_line_as_its_f
 
 
 def test_a_built_plan_takes_the_whole_array_checks_and_one_in_another_key_order_the_field_checks() -> None:
-    from spark_lag_assign import planformat
+    from spark_lag_assign.plan import document as planformat
 
     doc = plan_io.build_plan(
         pd.concat([rows(), pd.DataFrame([("C1", "t0", 3, 1, 4)], columns=list(plan_io.PLAN_COLUMNS))]),
@@ -333,7 +343,9 @@ def fail_plan_reads(store: Any, failures: int) -> None:
     def wait_for_plan(newer_than: int, timeout: float) -> Any:
         if left[0] > 0:
             left[0] -= 1
-            raise PlanFormatError(f"{store.uri} generation {newer_than + 1}: not a valid plan: consumers must be an object (got a list)")
+            raise PlanFormatError(
+                f"{store.uri} generation {newer_than + 1}: not a valid plan: consumers must be an object (got a list)"
+            )
         return real(newer_than, timeout)
 
     store.wait_for_plan = wait_for_plan
@@ -348,7 +360,9 @@ def test_a_running_follower_keeps_its_generation_over_a_malformed_plan_and_follo
     def publish(generation: int) -> None:
         frame = pd.DataFrame({c: pd.Series([], dtype="int64" if c in ("partition", "lag", "starting_offset") else object)
                               for c in plan_io.PLAN_COLUMNS})  # fmt: skip
-        doc = plan_io.build_plan(frame, {c: ["t"] for c in idle}, generation=generation, strategy="range", reset="latest", group="g")
+        doc = plan_io.build_plan(
+            frame, {c: ["t"] for c in idle}, generation=generation, strategy="range", reset="latest", group="g"
+        )
         with open_store(str(tmp_path)) as store, store.publisher() as publisher:
             assert publisher.next_generation() == generation
             publisher.publish(doc)
@@ -404,13 +418,17 @@ def test_a_follower_started_on_a_store_holding_only_a_malformed_plan_is_one_line
 
 @given(
     st.lists(
-        st.tuples(st.sampled_from(["C0", "C1"]), st.sampled_from(["t0", "t1", "t2"]), st.integers(0, 70) | st.integers(0, 2**31 - 1)),
+        st.tuples(
+            st.sampled_from(["C0", "C1"]), st.sampled_from(["t0", "t1", "t2"]), st.integers(0, 70) | st.integers(0, 2**31 - 1)
+        ),
         max_size=30,
     ),
     st.booleans(),
 )
-def test_the_whole_array_checks_find_a_partition_of_two_consumers(rows: list[tuple[str, str, int]], topics_reversed: bool) -> None:
-    from spark_lag_assign import planformat
+def test_the_whole_array_checks_find_a_partition_of_two_consumers(
+    rows: list[tuple[str, str, int]], topics_reversed: bool
+) -> None:
+    from spark_lag_assign.plan import document as planformat
 
     # each consumer's lists ascending and distinct; the same partition may go to both consumers
     doc = make()

@@ -10,8 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spark_lag_assign import cli, config, job, plan as plan_io, rates, report, simulate
+from spark_lag_assign import cli, config
+from spark_lag_assign.core import draintime as simulate, rates
 from spark_lag_assign.errors import ConfigError, InputError
+from spark_lag_assign.plan import build as plan_io, report
+from spark_lag_assign.spark import job
 
 SUBS = {"a": ["t"], "b": ["t"], "idle": ["t"]}
 
@@ -68,8 +71,16 @@ def test_a_plan_without_rates_keeps_its_old_shape() -> None:
 
 def test_the_recorded_observation_round_trips_and_the_next_run_measures_from_it() -> None:
     first = rates.Observation(
-        1000.0, pd.DataFrame({"topic": "t", "partition": [0, 1, 2], "end_offset": [200, 100, 400],
-                              "committed_offset": pd.array([100, 50, None], dtype="Int64")}))
+        1000.0,
+        pd.DataFrame(
+            {
+                "topic": "t",
+                "partition": [0, 1, 2],
+                "end_offset": [200, 100, 400],
+                "committed_offset": pd.array([100, 50, None], dtype="Int64"),
+            }
+        ),
+    )
     doc = build(rates.combine(list(SUBS)), first)
     back = rates.observation_from_plan(json.loads(plan_io.plan_json(doc)))
     assert back is not None and back.time == 1000.0
@@ -77,10 +88,19 @@ def test_the_recorded_observation_round_trips_and_the_next_run_measures_from_it(
     assert set(zip(back.owners["consumer"], back.owners["partition"])) == {("a", 0), ("a", 1), ("b", 2)}
     # ten seconds later: a committed 150 (still behind), b committed nothing before, so no rate
     later = rates.Observation(
-        1010.0, pd.DataFrame({"topic": "t", "partition": [0, 1, 2], "end_offset": [300, 100, 900],
-                              "committed_offset": pd.array([200, 100, 500], dtype="Int64")}))
-    settings = config.Settings(output="x", consumers=("a", "b", "idle"), subscriptions={c: ["*"] for c in SUBS},
-                               bootstrap_servers="k:9092", group="g")
+        1010.0,
+        pd.DataFrame(
+            {
+                "topic": "t",
+                "partition": [0, 1, 2],
+                "end_offset": [300, 100, 900],
+                "committed_offset": pd.array([200, 100, 500], dtype="Int64"),
+            }
+        ),
+    )
+    settings = config.Settings(
+        output="x", consumers=("a", "b", "idle"), subscriptions={c: ["*"] for c in SUBS}, bootstrap_servers="k:9092", group="g"
+    )
     got = job.measured_rates(settings, list(SUBS), doc, later, None)
     assert got.read == {"a": pytest.approx(15.0)} and got.read_source == {"a": "measured"}
     assert got.produce is not None
@@ -114,7 +134,9 @@ def test_rate_settings_are_checked_in_one_line(overrides: dict[str, object], nee
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
-def test_plan_refuses_a_rates_file_naming_an_unknown_consumer_before_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_refuses_a_rates_file_naming_an_unknown_consumer_before_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     snap = tmp_path / "now.csv"
     snap.write_text("topic,partition,beginning_offset,end_offset,committed_offset\nt,0,0,10,5\n")
     bad = tmp_path / "r.csv"
@@ -123,8 +145,22 @@ def test_plan_refuses_a_rates_file_naming_an_unknown_consumer_before_spark(tmp_p
     def no_spark(*_: object) -> None:
         raise AssertionError("Spark must not start on bad input")
 
-    code = cli.main(["plan", "--offsets", str(snap), "--consumers", "a,b", "--rates", str(bad), "--output",
-                     str(tmp_path / "out"), "--strategy", "drain"], session_factory=no_spark)
+    code = cli.main(
+        [
+            "plan",
+            "--offsets",
+            str(snap),
+            "--consumers",
+            "a,b",
+            "--rates",
+            str(bad),
+            "--output",
+            str(tmp_path / "out"),
+            "--strategy",
+            "drain",
+        ],
+        session_factory=no_spark,
+    )
     err = capsys.readouterr().err
     assert code == 1 and "ghost" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
@@ -138,8 +174,23 @@ def test_simulate_plans_drain_with_the_rates_it_simulates(tmp_path: Path, capsys
     later.write_text(head + "".join(f"t,{p},0,{1000 + 300 * p + 10 * p},0\n" for p in range(8)))
     speeds = tmp_path / "rates.json"
     speeds.write_text(json.dumps({"a": 100, "b": 300}))
-    code = cli.main(["simulate", "--offsets", str(now), "--offsets-later", str(later), "--interval", "10",
-                     "--consumers", "a,b", "--rates", str(speeds), "--strategies", "lag-sticky,drain"])
+    code = cli.main(
+        [
+            "simulate",
+            "--offsets",
+            str(now),
+            "--offsets-later",
+            str(later),
+            "--interval",
+            "10",
+            "--consumers",
+            "a,b",
+            "--rates",
+            str(speeds),
+            "--strategies",
+            "lag-sticky,drain",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     lines = {line.split()[0]: line for line in out.splitlines() if line.startswith(("lag-sticky ", "drain "))}

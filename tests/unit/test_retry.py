@@ -13,9 +13,10 @@ from kafka.errors import (
     NotLeaderForPartitionError,
 )
 
-from spark_lag_assign import offsets, retry
-from spark_lag_assign.errors import KafkaReadError
-from spark_lag_assign.retry import kafka_retriable, until
+from spark_lag_assign.errors import KafkaReadError, ReadNotAuthorizedError
+from spark_lag_assign.extract import offsets, retry
+from spark_lag_assign.extract.acls import Acl
+from spark_lag_assign.extract.retry import kafka_retriable, until
 
 
 class FakeTime:
@@ -108,9 +109,12 @@ def test_reading_offsets_gives_up_with_one_line_naming_the_step(monkeypatch: pyt
     assert fake.now == pytest.approx(1001.0)
 
     refused = Flaky(fake, [GroupAuthorizationFailedError("not yours")])
-    with pytest.raises(KafkaReadError, match=r"^describing the group: .*not yours"):
-        offsets._retrying("describing the group", refused, fake.now + 100.0)
-    assert len(refused.calls) == 1
+    needed = [Acl("DESCRIBE", "Group", "g")]
+    with pytest.raises(ReadNotAuthorizedError) as denied:
+        offsets._retrying("describing the group", refused, fake.now + 100.0, needed)
+    assert isinstance(denied.value, KafkaReadError)
+    assert str(denied.value) == "describing the group: not authorized: grant DESCRIBE on Group:g (literal) to this principal"
+    assert len(refused.calls) == 1  # never retried
 
 
 def _with_defaults(function: Callable[..., Any], **defaults: Any) -> Callable[..., Any]:

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
+from spark_lag_assign.core.draintime import produce_rates, simulate
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.simulate import produce_rates, simulate
 
 
 def lags(*rows: tuple[str, int, int]) -> pd.DataFrame:
@@ -219,7 +219,9 @@ def test_the_replay_agrees_with_the_closed_form(parts: list[tuple[int, int]], ra
 
 
 def test_importing_the_simulation_pulls_in_no_spark() -> None:
-    code = "import sys, spark_lag_assign.simulate\nprint(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))"
+    code = (
+        "import sys, spark_lag_assign.core.draintime\nprint(sorted(m for m in sys.modules if m.startswith(('pyspark', 'py4j'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 
@@ -234,7 +236,7 @@ def test_consumer_totals_past_int64_are_exact_and_the_bound_is_right() -> None:
     # each consumer drains ~2**63 at 2**40/s; the group cannot beat ~2**64 over 2 * 2**40/s: optimal
     assert d.time_to_drain == pytest.approx(2.0**23)
     assert d.time_to_drain / d.lower_bound == pytest.approx(1.0)
-    from spark_lag_assign.simulate import consumer_table
+    from spark_lag_assign.core.draintime import consumer_table
 
     assert "9,223,372,036,854,775,810" in consumer_table(d)
 
@@ -245,7 +247,10 @@ def test_consumer_totals_past_int64_are_exact_and_the_bound_is_right() -> None:
         (lags(("t", 0, -1)), r"t-0 has lag -1; a lag is a number of messages in \[0, 2\^63\)"),
         (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [math.inf]}), "t-0 has lag inf"),
         (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [math.nan]}), "t-0 has lag nan"),
-        (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": pd.Series([2**63], dtype=object)}), "t-0 has lag 9223372036854775808"),
+        (
+            pd.DataFrame({"topic": ["t"], "partition": [0], "lag": pd.Series([2**63], dtype=object)}),
+            "t-0 has lag 9223372036854775808",
+        ),
         (lags(("t", 2**31, 5)), "partition 2147483648 of t is not a partition number"),
     ],
 )

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
-from spark_lag_assign.metrics import moved
+from spark_lag_assign.core.quality import moved
 from tests.peers import KafkaPythonSticky
 
 Subscriptions = Mapping[str, Sequence[str]]
@@ -236,9 +236,7 @@ def test_a_swap_between_consumers_one_apart_keeps_more_partitions_at_the_same_ba
     # C1 is then at 5 and its b's can go only to C4. Three moves, the least possible: C2
     # must give one and the newcomer C4 must get two. Giving C4 one of C3's c's instead
     # balances as well, but costs a fourth move.
-    before = frame(
-        {"C0": ["a0"], "C1": ["b0", "b1", "d0", "d2"], "C2": ["d1", "d3", "d4", "d5"], "C3": ["c0", "c1", "c2"]}
-    )
+    before = frame({"C0": ["a0"], "C1": ["b0", "b1", "d0", "d2"], "C2": ["d1", "d3", "d4", "d5"], "C3": ["c0", "c1", "c2"]})
     subs = {"C0": ["a"], "C1": ["b", "c", "d"], "C2": ["a", "c", "d"], "C3": ["a", "c"], "C4": ["a", "b", "c"]}
     after = sticky({"a": 1, "b": 2, "c": 3, "d": 6}, subs, before)
     assert as_plan(after) == {
@@ -509,9 +507,7 @@ def race(seed: int, identical: bool) -> tuple[Step, ...]:
         sla.check_assignment(plans["theirs"], table, world.subs)
         sla.check_assignment(plans["theirs_from_ours"], table, world.subs)
         start = {"ours": ours, "theirs": theirs, "ours_from_theirs": theirs, "theirs_from_ours": ours}
-        steps.append(
-            Step(**{k: (score(counts(plan, world.subs)), changed(plan, start[k])) for k, plan in plans.items()})
-        )
+        steps.append(Step(**{k: (score(counts(plan, world.subs)), changed(plan, start[k])) for k, plan in plans.items()}))
         ours, theirs = plans["ours"], plans["theirs"]
     return tuple(steps)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from spark_lag_assign.consume.kafka_commit import commit_id, metadata, parse_metadata
-from spark_lag_assign.uris import has_scheme, join_uri, local_path
+from spark_lag_assign.extract.uris import has_scheme, join_uri, local_path
 
 
 @pytest.mark.parametrize(

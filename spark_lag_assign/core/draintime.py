@@ -35,10 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.lag import validate_offsets
+from spark_lag_assign.core.quality import exact_sum, exact_sums
+from spark_lag_assign.core.rates import check_rate
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.lag import validate_offsets
-from spark_lag_assign.metrics import exact_sum, exact_sums
-from spark_lag_assign.rates import check_rate
 
 KEY = ["topic", "partition"]
 
@@ -83,9 +83,7 @@ class Drain:
         return self.consumer_lag(times).sum(axis=1)
 
 
-def _consumer_rates(
-    rate: float | Mapping[str, float], assigned: Sequence[str], consumers: Sequence[str] | None
-) -> pd.Series:
+def _consumer_rates(rate: float | Mapping[str, float], assigned: Sequence[str], consumers: Sequence[str] | None) -> pd.Series:
     names = set(assigned) | set(consumers or ())
     if isinstance(rate, Mapping):
         names |= set(rate)
@@ -122,9 +120,7 @@ def _check_numbers(lags: pd.DataFrame) -> None:
         raise InputError(f"lags: partition {r.partition} of {r.topic} is not a partition number in [0, 2^31)")
 
 
-def _join_inputs(
-    lags: pd.DataFrame, assignment: pd.DataFrame, produce_rates: pd.DataFrame | None
-) -> pd.DataFrame:
+def _join_inputs(lags: pd.DataFrame, assignment: pd.DataFrame, produce_rates: pd.DataFrame | None) -> pd.DataFrame:
     """One row per assigned partition: consumer, topic, partition, lag, produce_rate."""
     for name, frame, cols in (("lags", lags, ["topic", "partition", "lag"]), ("assignment", assignment, ["consumer", *KEY])):
         if not isinstance(frame, pd.DataFrame):
@@ -264,7 +260,9 @@ def simulate(
     partitions = rows.assign(time_to_drain=done, peak_lag=peak)
 
     grouped = partitions.groupby("consumer", sort=True).agg(
-        partitions=("partition", "size"), produce_rate=("produce_rate", "sum"), peak_partition_lag=("peak_lag", "max"),
+        partitions=("partition", "size"),
+        produce_rate=("produce_rate", "sum"),
+        peak_partition_lag=("peak_lag", "max"),
     )
     table = grouped.reindex(rates.index, fill_value=0)
     table["partitions"] = table["partitions"].astype(np.int64)
@@ -327,9 +325,7 @@ def produce_rates(earlier: pd.DataFrame, later: pd.DataFrame, interval: float) -
     seconds = check_rate(interval, "the interval between the snapshots")
     a = validate_offsets(earlier, "earlier snapshot")
     b = validate_offsets(later, "later snapshot")
-    both = b.loc[:, [*KEY, "end_offset"]].merge(
-        a.loc[:, [*KEY, "end_offset"]], on=KEY, how="left", suffixes=("", "_earlier")
-    )
+    both = b.loc[:, [*KEY, "end_offset"]].merge(a.loc[:, [*KEY, "end_offset"]], on=KEY, how="left", suffixes=("", "_earlier"))
     if both["end_offset_earlier"].isna().any():
         r = both[both["end_offset_earlier"].isna()].iloc[0]
         raise InputError(f"partition {r.topic}-{r.partition} is in the later snapshot only; take both of the same topics")
@@ -381,8 +377,12 @@ def consumer_table(drain: Drain, limit: int = 10) -> str:
     top = table.head(limit)
     # column by column: a row of mixed dtypes would turn an exact int64 lag into a float
     for consumer, parts, lag, produce, rate, t in zip(
-        top.index.tolist(), top["partitions"].tolist(), top["lag"].tolist(), top["produce_rate"].tolist(),
-        top["rate"].tolist(), top["time_to_drain"].tolist(),
+        top.index.tolist(),
+        top["partitions"].tolist(),
+        top["lag"].tolist(),
+        top["produce_rate"].tolist(),
+        top["rate"].tolist(),
+        top["time_to_drain"].tolist(),
     ):
         rows.append([str(consumer), str(int(parts)), _count(lag), f"{produce:,.1f}", f"{rate:,.1f}", duration(t)])
     text = _grid(rows)

@@ -13,7 +13,7 @@ what was not measured; measured beats configured where both exist, and ``Rates.s
 says which was used. With one observation only, produce rates are unknown (taken as 0) and
 every time derived from them is an *estimate*.
 
-The time model is ``spark_lag_assign.simulate``'s fluid model: a consumer with lag ``L``,
+The time model is ``spark_lag_assign.core.draintime``'s fluid model: a consumer with lag ``L``,
 read rate ``r`` and produce rate ``p`` on its partitions drains in ``L / (r - p)``; never
 when ``p >= r`` and it has a backlog (or when ``p > r`` even without one).
 
@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.subscriptions import partition_keys
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.subscriptions import partition_keys
 
 KEY = ["topic", "partition"]
 PARTITIONS = 2**31  # Kafka's partition ids are int32
@@ -117,7 +117,7 @@ def read_rates_file(path: str | Path) -> dict[str, float]:
         elif isinstance(doc, list) and all(isinstance(r, dict) for r in doc):
             pairs = [(r.get("consumer"), r.get("records_per_second")) for r in doc]
         else:
-            raise InputError(f"{path}: expected {{\"consumer\": records_per_second}} or a list of rows")
+            raise InputError(f'{path}: expected {{"consumer": records_per_second}} or a list of rows')
     else:
         rows = list(csv.DictReader(text.splitlines()))
         if rows and not {"consumer", "records_per_second"} <= set(rows[0]):
@@ -170,9 +170,7 @@ class Observation:
     owners: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["consumer", *KEY]))
 
 
-def produce_between(
-    earlier: pd.DataFrame, later: pd.DataFrame, interval: float
-) -> tuple[pd.DataFrame, list[str]]:
+def produce_between(earlier: pd.DataFrame, later: pd.DataFrame, interval: float) -> tuple[pd.DataFrame, list[str]]:
     """(DataFrame[topic, partition, produce_rate], notes) from the end offsets of two observations.
 
     A partition of ``later`` that ``earlier`` lacks (created since) or whose end offset went
@@ -214,8 +212,8 @@ def read_between(
         return {}, {}, []
     a = earlier.offsets.loc[:, [*KEY, "committed_offset"]]
     b = later_offsets.loc[:, [*KEY, "end_offset", "committed_offset"]]
-    rows = owners.loc[:, ["consumer", *KEY]].merge(a, on=KEY, how="inner").merge(
-        b, on=KEY, how="inner", suffixes=("_earlier", "")
+    rows = (
+        owners.loc[:, ["consumer", *KEY]].merge(a, on=KEY, how="inner").merge(b, on=KEY, how="inner", suffixes=("_earlier", ""))
     )
     before = pd.to_numeric(rows["committed_offset_earlier"], errors="coerce").astype(np.float64)
     after = pd.to_numeric(rows["committed_offset"], errors="coerce").astype(np.float64)
@@ -280,7 +278,9 @@ class Rates:
         return align_produce(self.produce, topics, partitions)
 
 
-def align_produce(produce: pd.DataFrame | None, topics: Sequence[str] | np.ndarray, partitions: Sequence[int] | np.ndarray) -> np.ndarray:
+def align_produce(
+    produce: pd.DataFrame | None, topics: Sequence[str] | np.ndarray, partitions: Sequence[int] | np.ndarray
+) -> np.ndarray:
     """Produce rates aligned with the rows (topics, partitions); 0 where unknown or not given."""
     n = len(topics)
     if produce is None or len(produce) == 0 or n == 0:
@@ -373,8 +373,9 @@ def observation_json(observation: Observation) -> dict[str, Any]:
     ends: dict[str, dict[str, int]] = {}
     commits: dict[str, dict[str, int]] = {}
     committed = pd.to_numeric(frame["committed_offset"], errors="coerce") if "committed_offset" in frame else None
-    for i, (t, p, e) in enumerate(zip(frame["topic"].tolist(), frame["partition"].astype(np.int64).tolist(),
-                                      frame["end_offset"].astype(np.int64).tolist())):
+    for i, (t, p, e) in enumerate(
+        zip(frame["topic"].tolist(), frame["partition"].astype(np.int64).tolist(), frame["end_offset"].astype(np.int64).tolist())
+    ):
         ends.setdefault(str(t), {})[str(p)] = int(e)
         if committed is not None:
             c = committed.iloc[i]
@@ -390,11 +391,7 @@ def observation_from_plan(plan: Mapping[str, Any]) -> Observation | None:
     if not isinstance(doc, Mapping) or "time" not in doc or not isinstance(doc.get("end_offsets"), Mapping):
         return None
     commits = doc.get("committed_offsets") or {}
-    rows = [
-        (t, int(p), int(e), commits.get(t, {}).get(p))
-        for t, parts in doc["end_offsets"].items()
-        for p, e in parts.items()
-    ]
+    rows = [(t, int(p), int(e), commits.get(t, {}).get(p)) for t, parts in doc["end_offsets"].items() for p, e in parts.items()]
     offsets = pd.DataFrame(rows, columns=[*KEY, "end_offset", "committed_offset"])
     offsets["committed_offset"] = pd.to_numeric(offsets["committed_offset"], errors="coerce").astype("Int64")
     owners = pd.DataFrame(
@@ -441,5 +438,6 @@ def filled(rates: Rates, consumers: Sequence[str]) -> Rates:
     median = float(np.median(list(rates.read.values())))
     note = f"no read rate for {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}: planned at the median, {median:g}/s"
     read = {**rates.read, **dict.fromkeys(missing, median)}
-    return Rates(read, {**rates.read_source, **dict.fromkeys(missing, "median")}, rates.produce, rates.observations,
-                 (*rates.notes, note))
+    return Rates(
+        read, {**rates.read_source, **dict.fromkeys(missing, "median")}, rates.produce, rates.observations, (*rates.notes, note)
+    )

@@ -21,8 +21,8 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.subscriptions import distinct, factorize
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.subscriptions import distinct, factorize
 
 _LOW = np.int64(0xFFFFFFFF)
 
@@ -178,9 +178,7 @@ def moved(assignment: pd.DataFrame, previous: pd.DataFrame | None) -> int:
         .sort_values(["topic", "partition", "consumer"], kind="stable")
         .drop_duplicates(["topic", "partition"])
     )
-    both = assignment[["consumer", "topic", "partition"]].merge(
-        prev, on=["topic", "partition"], suffixes=("", "_prev")
-    )
+    both = assignment[["consumer", "topic", "partition"]].merge(prev, on=["topic", "partition"], suffixes=("", "_prev"))
     return int((both["consumer"] != both["consumer_prev"]).sum())
 
 

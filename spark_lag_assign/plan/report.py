@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from spark_lag_assign.plan import Plan
+from spark_lag_assign.plan.build import Plan
 
 
 def _fmt_partitions(assign: dict[str, list[int]], limit: int = 6) -> str:

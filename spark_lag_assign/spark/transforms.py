@@ -2,7 +2,7 @@
 
     offsets ──with_lag(reset)──▶ lags ──with_previous_owner(prev)──▶ ──assign_partitions(...)──▶ plan
 
-``with_lag`` runs the lag rules of ``spark_lag_assign.lag`` in a pandas UDF;
+``with_lag`` runs the lag rules of ``spark_lag_assign.core.lag`` in a pandas UDF;
 ``assign_partitions`` runs the pure assignors in ``applyInPandas``; ``plan_partitions`` is the
 two in one stage (offsets -> plan rows), each group's lag rules computed by the same pandas
 function just before its assignor, so that every row goes through Python once: what the job
@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from spark_lag_assign.assignors import TopicProblem, get_strategy, owners, validate_subscriptions
-from spark_lag_assign.lag import check_reset, lag_columns
+from spark_lag_assign.core.lag import check_reset, lag_columns
 
 OFFSETS_SCHEMA = StructType(
     [
@@ -98,7 +98,11 @@ class _Codes:
 
 
 def _plan_frame(
-    owners: np.ndarray, topics: np.ndarray, partitions: np.ndarray, lags: np.ndarray, starting: np.ndarray,
+    owners: np.ndarray,
+    topics: np.ndarray,
+    partitions: np.ndarray,
+    lags: np.ndarray,
+    starting: np.ndarray,
     codes: _Codes | None,
 ) -> pd.DataFrame:
     """The rows an applyInPandas function returns: PLAN_SCHEMA, or PLAN_CODES_SCHEMA with ``codes``."""
@@ -235,9 +239,7 @@ def _group_rows(
 
     def apply(rows: pd.DataFrame) -> pd.DataFrame:
         owned = rows[rows["previous_owner"].notna()]
-        previous = pd.DataFrame(
-            {"consumer": owned["previous_owner"], "topic": owned["topic"], "partition": owned["partition"]}
-        )
+        previous = pd.DataFrame({"consumer": owned["previous_owner"], "topic": owned["topic"], "partition": owned["partition"]})
         planned = owners(rows[["topic", "partition", "lag"]], subscriptions, strategy, previous, seed, **options)
         return _plan_frame(
             planned,
@@ -293,8 +295,13 @@ def _prepared(
             lag, starting = rules["lag"], rules["starting_offset"]
         return apply(
             pd.DataFrame(
-                {"topic": topic, "partition": rows["partition"], "lag": lag, "starting_offset": starting,
-                 "previous_owner": rows["previous_owner"]}
+                {
+                    "topic": topic,
+                    "partition": rows["partition"],
+                    "lag": lag,
+                    "starting_offset": starting,
+                    "previous_owner": rows["previous_owner"],
+                }
             )
         )
 

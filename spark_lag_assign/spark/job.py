@@ -24,13 +24,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign import metrics, offsets as offsets_io, plan as plan_io, rates as rates_io
 from spark_lag_assign.assignors import validate_subscriptions
 from spark_lag_assign.config import Settings
+from spark_lag_assign.core import quality as metrics, rates as rates_io
+from spark_lag_assign.core.invariants import check_assignment
+from spark_lag_assign.core.lag import lag_columns
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.guard import check_shrink
-from spark_lag_assign.invariants import check_assignment
-from spark_lag_assign.lag import lag_columns
+from spark_lag_assign.extract import offsets as offsets_io
+from spark_lag_assign.plan import build as plan_io
+from spark_lag_assign.plan.guard import check_shrink
 from spark_lag_assign.store import open_store
 
 log = logging.getLogger(__name__)
@@ -101,22 +103,23 @@ def plan_rows(
     ``topics``: the sorted topic names and each offsets row's code into them (``_topics``);
     topics cross Spark as these codes, both ways.
     """
-    from spark_lag_assign import pipeline
+    from spark_lag_assign.spark import transforms as pipeline
 
     with tempfile.TemporaryDirectory(prefix="spark-lag-assign-") as scratch:
         with timings.phase("read"):
             names, codes = topics
             rows = pd.DataFrame(
-                {"topic_code": codes.astype(np.int32), **{c: offsets[c] for c in _OFFSET_COLUMNS},
-                 "previous_owner": _previous_owner(offsets, previous)},
+                {
+                    "topic_code": codes.astype(np.int32),
+                    **{c: offsets[c] for c in _OFFSET_COLUMNS},
+                    "previous_owner": _previous_owner(offsets, previous),
+                },
                 index=offsets.index,
             )
             df = _to_spark(spark, rows, _input_schema(), Path(scratch))
         with timings.phase("plan"):
             planned = df.transform(
-                pipeline.plan_partitions(
-                    subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, names
-                )
+                pipeline.plan_partitions(subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, names)
             )
             out = pipeline.decode_plan(planned.toPandas(), list(subscriptions), names)
             if len(out) >= RELEASE_ROWS:
@@ -150,7 +153,7 @@ def _input_schema() -> Any:
     """The offsets as they go to Spark: the topic as a code into the sorted topics, the previous owner."""
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    from spark_lag_assign import pipeline
+    from spark_lag_assign.spark import transforms as pipeline
 
     fields = {f.name: f for f in pipeline.OFFSETS_SCHEMA.fields}
     return StructType(
@@ -218,7 +221,10 @@ def run(settings: Settings, spark: Any) -> Result:
     previous plan is read after that, so the new generation's number cannot collide.
     """
     timings = Timings()
-    with open_store(settings.output, client_options=settings.client, history=settings.history) as store, store.publisher() as publisher:
+    with (
+        open_store(settings.output, client_options=settings.client, history=settings.history) as store,
+        store.publisher() as publisher,
+    ):
         current = publisher.previous()
         previous = plan_io.assignment_frame(current) if current else None
         with timings.phase("extract"):
@@ -260,6 +266,7 @@ def run(settings: Settings, spark: Any) -> Result:
                 quality={**quality.as_dict(), "out_of_range": out_of_range},
                 rates=rates,
                 observed=observed if settings.live else None,
+                fencing=settings.fencing,
             )
             check_shrink(current, doc, allow=settings.allow_shrink)  # an empty snapshot must not replace a real plan
             publisher.publish(doc)
@@ -286,8 +293,15 @@ def measured_rates(
     if before is not None and not now.time > before.time:
         # the wall clock went back since the previous generation: measure nothing this time
         got = rates_io.measure(consumers, now, None, configured)
-        return replace(got, notes=((f"the previous generation's offsets are not older than this run's ({before.time:.3f} >= "
-                                    f"{now.time:.3f}): no rates measured"),))
+        return replace(
+            got,
+            notes=(
+                (
+                    f"the previous generation's offsets are not older than this run's ({before.time:.3f} >= "
+                    f"{now.time:.3f}): no rates measured"
+                ),
+            ),
+        )
     return rates_io.measure(consumers, now, before, configured)
 
 

@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 from pydantic_core import PydanticSerializationError, to_json
 
+from spark_lag_assign.core.quality import exact_run_sums, exact_sum
+from spark_lag_assign.core.subscriptions import distinct, partition_keys
 from spark_lag_assign.errors import InputError, PlanError
-from spark_lag_assign.metrics import exact_run_sums, exact_sum
-from spark_lag_assign.planformat import (
+from spark_lag_assign.plan.document import (
     CONSUMER_ID_PATTERN,
     FORMAT_VERSION,
     ConsumerPlan,
@@ -32,10 +33,9 @@ from spark_lag_assign.planformat import (
     check_plan,
     parse_plan,
 )
-from spark_lag_assign.subscriptions import distinct, partition_keys
 
 if TYPE_CHECKING:
-    from spark_lag_assign.rates import Observation, Rates
+    from spark_lag_assign.core.rates import Observation, Rates
 
 CONSUMER_ID = re.compile(CONSUMER_ID_PATTERN[1:-1])  # always fullmatch: "$" would let a trailing newline in
 
@@ -48,7 +48,7 @@ def check_consumer_ids(consumers: Sequence[str]) -> None:
     for c in consumers:
         if not isinstance(c, str) or not CONSUMER_ID.fullmatch(c):
             raise InputError(
-                f"invalid consumer id {c!r}: use letters, digits and . _ : @ = + - (not starting with a symbol)"
+                f"invalid consumer id {c!r}: use letters, digits, '_' and '-' (at most 100, not starting with a symbol)"
             )
         if c in seen:
             raise InputError(f"consumer id {c!r} is given twice")
@@ -183,6 +183,7 @@ def build_plan(
     created: datetime | None = None,
     rates: Rates | None = None,
     observed: Observation | None = None,
+    fencing: str = "self",
 ) -> Plan:
     """The plan document of a plan table: rows[consumer (null: unassigned), topic, partition, lag, starting_offset]."""
     _check_rows(rows)
@@ -251,9 +252,11 @@ def build_plan(
     if rates is not None:
         _add_times(doc, assigned.iloc[by_owner], rates)
     if observed is not None:
-        from spark_lag_assign.rates import observation_json
+        from spark_lag_assign.core.rates import observation_json
 
         doc["observed"] = observation_json(observed)  # type: ignore[typeddict-item]
+    if fencing != "self":  # absent means "self": plans of pipelines that fence themselves stay as they were
+        doc["fencing"] = fencing  # type: ignore[typeddict-item]
     return doc
 
 
@@ -267,9 +270,9 @@ def _seconds(value: float) -> float | None:
 
 def _add_times(doc: Plan, assigned: pd.DataFrame, rates: Rates) -> None:
     """(``assigned``: sorted by consumer, topic, partition.) Per consumer and partition, and for the group: the time to drain under the fluid model
-    of ``spark_lag_assign.simulate`` (null where a read rate is unknown, or it never drains)."""
-    from spark_lag_assign.rates import align_produce, drain_seconds
-    from spark_lag_assign.simulate import _drain_partitions
+    of ``spark_lag_assign.core.draintime`` (null where a read rate is unknown, or it never drains)."""
+    from spark_lag_assign.core.draintime import _drain_partitions
+    from spark_lag_assign.core.rates import align_produce, drain_seconds
 
     rows = assigned  # sorted by consumer, topic, partition
     produce = align_produce(rates.produce, rows["topic"].to_numpy(), rows["partition"].to_numpy())
@@ -343,9 +346,11 @@ def _field_json(key: str, value: Any) -> str:
     if key in _PARTS_FIELDS:
         return _dumps_parts(value)
     if key == "observed" and isinstance(value, dict):  # a time, then offsets of every partition
-        return "{" + ",".join(
-            f"{_dumps(k)}:{_dumps_parts(v) if k.endswith('_offsets') else _dumps(v)}" for k, v in value.items()
-        ) + "}"
+        return (
+            "{"
+            + ",".join(f"{_dumps(k)}:{_dumps_parts(v) if k.endswith('_offsets') else _dumps(v)}" for k, v in value.items())
+            + "}"
+        )
     return _dumps(value)
 
 
@@ -367,9 +372,7 @@ def plan_json(plan: Plan, parts: Mapping[str, tuple[str, str]] | None = None) ->
     """
     parts = parts or {c: (assign_json(e), starting_offsets_json(e)) for c, e in plan["consumers"].items()}
     lines = [f"{_dumps(k)}:{_field_json(k, v)}" for k, v in plan.items() if k != "consumers"]
-    consumers = ",\n".join(
-        f" {_dumps(c)}:{_consumer_json(e, *parts[c])}" for c, e in plan["consumers"].items()
-    )
+    consumers = ",\n".join(f" {_dumps(c)}:{_consumer_json(e, *parts[c])}" for c, e in plan["consumers"].items())
     lines.append(f'"consumers":{{\n{consumers}\n}}' if consumers else '"consumers":{}')
     return "{\n" + ",\n".join(lines) + "\n}\n"
 

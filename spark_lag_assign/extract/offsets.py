@@ -11,16 +11,17 @@ import logging
 import re
 import socket
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
 
-from spark_lag_assign.atomic import write_atomically
-from spark_lag_assign.errors import InputError, KafkaReadError, one_line as _one_line
-from spark_lag_assign.lag import OFFSET_COLUMNS, validate_offsets
+from spark_lag_assign.core.lag import OFFSET_COLUMNS, validate_offsets
+from spark_lag_assign.errors import InputError, KafkaReadError, ReadNotAuthorizedError, one_line as _one_line
+from spark_lag_assign.extract.acls import Acl, not_authorized, refusal
+from spark_lag_assign.extract.atomic import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -86,17 +87,62 @@ def _diagnose(bootstrap_servers: str, options: Mapping[str, Any], exc: BaseExcep
     )
 
 
-def _retrying(what: str, call: Callable[[], T], deadline: float) -> T:
+def _retrying(what: str, call: Callable[[], T], deadline: float, needed: Iterable[Acl] = (), admin: Any = None) -> T:
     """Retry kafka-python's retriable errors (coordinator loading, leader moving) until the
-    deadline; any Kafka error left is one KafkaReadError line naming the step."""
+    deadline; any Kafka error left is one KafkaReadError line naming the step, and a refusal
+    (never retried: kafka-python does not call it retriable) names the ACL of ``needed``."""
     from kafka.errors import KafkaError
 
-    from spark_lag_assign.retry import kafka_retriable, until
+    from spark_lag_assign.extract.retry import kafka_retriable, until
 
     try:
         return until(deadline, kafka_retriable, what=what, logger=log)(call)
     except KafkaError as exc:
-        raise KafkaReadError(f"{what}: {_one_line(exc)}") from None
+        raise _read_error(what, exc, needed, admin) from None
+
+
+def _read_error(what: str, exc: BaseException, needed: Iterable[Acl], admin: Any = None) -> KafkaReadError:
+    needed = list(needed)
+    found = refusal(exc, needed)
+    if found is not None and len(found[0]) > 1 and found[0][0].resource == "Topic" and admin is not None:
+        needed = [a for a in needed if a.resource != "Topic"] + _lacking(admin, list(found[0]))
+    return not_authorized(exc, needed, ReadNotAuthorizedError, what) or KafkaReadError(f"{what}: {_one_line(exc)}")
+
+
+def _lacking(admin: Any, topic_acls: list[Acl]) -> list[Acl]:
+    """Of the topic ACLs a refusal may be about, those the principal lacks: a refusal per
+    partition does not say which topic, the broker's metadata does (the operations this
+    principal has on each topic). Asked only after a refusal."""
+    try:
+        described = {str(e.get("name")): e for e in admin.describe_topics(sorted({a.name for a in topic_acls}))}
+    except Exception:  # noqa: BLE001 - only a narrowing: the whole list stays a true answer
+        return topic_acls
+    lacking = [
+        a for a in topic_acls
+        if (e := described.get(a.name)) is None or e.get("error_code") == 29
+        or a.operation not in (e.get("authorized_operations") or [a.operation])
+    ]  # fmt: skip
+    return lacking or topic_acls
+
+
+def _described(admin: Any, topics: Sequence[str], deadline: float) -> list[dict[str, Any]]:
+    """``describe_topics``, with a topic the principal may not describe reported as such: the
+    broker answers for it with an error code, not an exception, and lists no partitions."""
+    from kafka.errors import for_code
+
+    described: list[dict[str, Any]] = _retrying(
+        "describing topics",
+        lambda: admin.describe_topics(list(topics)),
+        deadline,
+        [Acl("DESCRIBE", "Topic", t) for t in topics],
+        admin,
+    )
+    for entry in described:
+        name = entry.get("name") or entry.get("topic")
+        code = entry.get("error_code", 0)
+        if code == 29:  # a topic one may not describe, whether or not it exists
+            raise _read_error(f"describing topic {name}", for_code(code)(), [Acl("DESCRIBE", "Topic", str(name))])
+    return described
 
 
 def resolve_topics(all_topics: Sequence[str], topics: Sequence[str] | None, pattern: str | None) -> list[str]:
@@ -119,20 +165,21 @@ def resolve_topics(all_topics: Sequence[str], topics: Sequence[str] | None, patt
     raise InputError("name the topics to plan (topics) or a topic pattern (topic_pattern)")
 
 
-def _offsets_table(
-    admin: Any, group: str, tps: Sequence[Any], committed: Mapping[Any, Any], deadline: float
-) -> pd.DataFrame:
+def _offsets_table(admin: Any, group: str, tps: Sequence[Any], committed: Mapping[Any, Any], deadline: float) -> pd.DataFrame:
     """The offsets table of ``tps``: beginning and end read now, ``committed`` as given."""
     from kafka.admin import OffsetSpec
 
     if not tps:
         return pd.DataFrame(columns=list(OFFSET_COLUMNS))
+    needed = [Acl("DESCRIBE", "Topic", t) for t in sorted({tp.topic for tp in tps})]
     earliest = _retrying(
-        "reading beginning offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST)), deadline
-    )
+        "reading beginning offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST)),
+        deadline, needed, admin,
+    )  # fmt: skip
     latest = _retrying(
-        "reading end offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST)), deadline
-    )
+        "reading end offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST)),
+        deadline, needed, admin,
+    )  # fmt: skip
     rows = []
     for tp in tps:
         meta = committed.get(tp)
@@ -140,7 +187,12 @@ def _offsets_table(
         rows.append((tp.topic, tp.partition, earliest[tp].offset, latest[tp].offset, offset if offset >= 0 else None))
     frame = pd.DataFrame(rows, columns=list(OFFSET_COLUMNS))
     frame["committed_offset"] = frame["committed_offset"].astype("Int64")
-    return validate_offsets(frame, f"offsets of group {group}")
+    frame = validate_offsets(frame, f"offsets of group {group}")
+    # who committed: the commits' metadata strings (the pipelines name themselves and their generation)
+    frame.attrs["commit_metadata"] = {
+        (tp.topic, tp.partition): str(getattr(meta, "metadata", "") or "") for tp, meta in committed.items() if meta is not None
+    }
+    return frame
 
 
 def read_offsets(
@@ -157,17 +209,28 @@ def read_offsets(
 
     deadline = time.monotonic() + timeout_ms / 1000
     with admin_client(bootstrap_servers, client_options, timeout_ms) as admin:
-        chosen = resolve_topics(_retrying("listing topics", admin.list_topics, deadline), topics, topic_pattern)
-        described = _retrying("describing topics", lambda: admin.describe_topics(chosen), deadline)
+        listed = _retrying("listing topics", admin.list_topics, deadline)
+        if topics and set(topics) - set(listed):
+            # the listing leaves out the topics this principal may not describe: "not found"
+            # only if the broker says so too
+            _described(admin, sorted(set(topics) - set(listed)), deadline)
+        chosen = resolve_topics(listed, topics, topic_pattern)
+        described = _described(admin, chosen, deadline)
         tps = sorted(
-            (TopicPartition(t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"]))
+            (
+                TopicPartition(
+                    t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"]
+                )
+            )
             for t in described
             for p in t["partitions"]
         )
-        committed = _retrying("reading the group's committed offsets", lambda: admin.list_group_offsets(group), deadline)
-        committed = committed.get(group, {})
+        group_acl = Acl("DESCRIBE", "Group", group)
+        committed = _retrying(
+            "reading the group's committed offsets", lambda: admin.list_group_offsets(group), deadline, [group_acl]
+        ).get(group, {})
         if not committed:
-            state = _retrying("describing the group", lambda: admin.describe_groups([group]), deadline)
+            state = _retrying("describing the group", lambda: admin.describe_groups([group]), deadline, [group_acl])
             if state.get(group, {}).get("group_state", "Dead") == "Dead":
                 raise KafkaReadError(f"unknown consumer group {group!r}: it has no members and no committed offsets")
         return _offsets_table(admin, group, tps, committed, deadline)
@@ -187,8 +250,10 @@ def read_partition_offsets(
     deadline = time.monotonic() + timeout_ms / 1000
     tps = [TopicPartition(t, p) for t, p in sorted(partitions)]
     with admin_client(bootstrap_servers, client_options, timeout_ms) as admin:
+        # the group's offsets of a topic one may not describe are refused per partition
+        needed = [Acl("DESCRIBE", "Group", group), *(Acl("DESCRIBE", "Topic", t) for t in sorted({t for t, _ in partitions}))]
         committed = _retrying(
-            f"reading the offsets of group {group}", lambda: admin.list_group_offsets({group: tps}), deadline
+            f"reading the offsets of group {group}", lambda: admin.list_group_offsets({group: tps}), deadline, needed, admin
         ).get(group, {})
         return _offsets_table(admin, group, tps, committed, deadline)
 

@@ -22,6 +22,7 @@ from typing import Final
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.errors import InputError
 
 RESETS: Final = ("earliest", "latest", "none")
@@ -38,9 +39,7 @@ def check_reset(reset: str) -> str:
     return reset
 
 
-def lag_columns(
-    beginning: pd.Series, end: pd.Series, committed: pd.Series, reset: str = "latest"
-) -> pd.DataFrame:
+def lag_columns(beginning: pd.Series, end: pd.Series, committed: pd.Series, reset: str = "latest") -> pd.DataFrame:
     """The lag-rule columns for aligned offset Series; ``committed`` is null where nothing is committed."""
     check_reset(reset)
     b = beginning.to_numpy(dtype=np.int64)
@@ -64,6 +63,11 @@ def lag_columns(
     )
 
 
+def _cell(value: object) -> str:
+    """A cell as the file has it: numbers plain, text quoted."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
 def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataFrame:
     """Check an offsets table (columns of DESIGN.md) and return it with canonical dtypes."""
     missing = [c for c in OFFSET_COLUMNS if c not in offsets.columns]
@@ -76,13 +80,30 @@ def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataF
         raise InputError(f"{source}: column topic must hold non-empty strings")
     for col in OFFSET_COLUMNS[1:]:
         values = pd.to_numeric(out[col], errors="coerce")
-        bad = values.isna() & (out[col].notna() | (col != "committed_offset"))
-        if bad.any() or not np.all(np.isnan(values) | (values == np.floor(values))):
-            row = int(np.argmax(bad.to_numpy())) if bad.any() else 0
-            raise InputError(f"{source}: column {col} must hold integers (row {row}: {out[col].iloc[row]!r})")
+        finite = np.isfinite(values.to_numpy(dtype=np.float64, na_value=np.nan))
+        bad = (values.isna() & (out[col].notna() | (col != "committed_offset"))).to_numpy() | (
+            values.notna().to_numpy() & ~finite
+        )
+        whole = np.isnan(values.to_numpy(dtype=np.float64, na_value=np.nan)) | ~finite | (values == np.floor(values)).to_numpy()
+        if bad.any() or not whole.all():
+            row = int(np.argmax(bad)) if bad.any() else int(np.argmax(~whole))
+            raise InputError(f"{source}: column {col} must hold integers (row {row}: {_cell(out[col].iloc[row])})")
         if (values < 0).any():
             row = int(np.argmax((values < 0).to_numpy()))
-            raise InputError(f"{source}: negative {col} {int(values.iloc[row])} at row {row}")
+            raise InputError(f"{source}: negative {col} {out[col].iloc[row]} at row {row}")
+        limit, kind = (
+            (PARTITION_LIMIT, "2**31 (partitions are int32)")
+            if col == "partition"
+            else (INT64_LIMIT, "2**63 (offsets are int64)")
+        )
+        # compared before the cast to int64, which would wrap a uint64 or round a float
+        if values.dtype == np.uint64:
+            over = (values >= np.uint64(limit)).to_numpy()
+        else:
+            over = values.to_numpy(dtype=np.float64, na_value=np.nan) >= float(limit)
+        if over.any():
+            row = int(np.argmax(over))
+            raise InputError(f"{source}: {col} {out[col].iloc[row]} at row {row} is not below {kind}")
         out[col] = values.astype("Int64") if col == "committed_offset" else values.astype(np.int64)
     inverted = out["beginning_offset"] > out["end_offset"]
     if inverted.any():

@@ -7,7 +7,7 @@ plan that is not UTF-8, not JSON or of the wrong shape is refused in one line
 
 The model is the ``Plan`` TypedDict below, validated by pydantic in strict mode (a string
 generation or a partition ``"0"`` is refused, not coerced) and published as a JSON Schema at
-``conf/plan.schema.json`` (``python -m spark_lag_assign.planformat`` prints it; a test keeps
+``conf/plan.schema.json`` (``python -m spark_lag_assign.plan.document`` prints it; a test keeps
 the two equal). Fields this version does not know are kept and ignored, so a newer planner
 may add optional fields without breaking older pipelines; an incompatible change bumps
 ``format``.
@@ -32,16 +32,18 @@ import numpy as np
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
+from spark_lag_assign.core.subscriptions import factorize, partition_keys
 from spark_lag_assign.errors import InputError, PlanError
-from spark_lag_assign.subscriptions import factorize, partition_keys
 
 FORMAT_VERSION: Final = 1
-INT64_LIMIT: Final = 2**63  # Kafka offsets are int64: every offset is below this
-PARTITION_LIMIT: Final = 2**31  # Kafka partitions are int32
 SCHEMA_ID: Final = "https://github.com/spark-lag-assign/spark-lag-assign/conf/plan.schema.json"
 
-#: a consumer id names files and Kafka keys; always matched whole ("$" would let a trailing newline in with ``re``)
-CONSUMER_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:@=+-]{0,248}$"
+#: a consumer id names files, Kafka topics and transactional ids, where "." separates the parts
+#: (``NAME.claims.<consumer>``, ``spark-lag-assign.NAME.commit.<consumer>``): no id may hold one,
+#: so no prefix ACL of one consumer's resources covers another's; always matched whole ("$"
+#: would let a trailing newline in with ``re``)
+CONSUMER_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 _PARTITION_KEY_PATTERN: Final = r"^(0|[1-9][0-9]{0,9})$"  # a partition number as an object key
 
 _STRICT = ConfigDict(strict=True, extra="allow")
@@ -95,7 +97,7 @@ class Totals(TypedDict):
 
 @with_config(_STRICT)
 class Quality(TypedDict, total=False):
-    """``spark_lag_assign.metrics.Quality`` and the out-of-range count (empty when not measured)."""
+    """``spark_lag_assign.core.quality.Quality`` and the out-of-range count (empty when not measured)."""
 
     consumers: Count
     partitions: Count
@@ -145,6 +147,9 @@ class Plan(TypedDict):
     cannot_keep_up: NotRequired[list[ConsumerId]]  # consumers whose producers outrun them: they never drain
     rates_notes: NotRequired[list[str]]
     observed: NotRequired[Observed]  # end and committed offsets and their time: the next run's rates
+    # who fences a pipeline whose lease ran out: "self" (absent) the pipeline taking over, with
+    # WRITE on every commit id; "service" a fencer (``spark-lag-assign fencer``) on its behalf
+    fencing: NotRequired[Literal["self", "service"]]
 
 
 @cache
@@ -201,7 +206,11 @@ def _problem(error: ValidationError) -> str:
         return f"{_where(loc[:-2])} has an invalid key {_shown(first['input'])} ({_KEYS.get(str(loc[-3]) if len(loc) > 2 else '', 'a partition number')})"
     said = _SAID.get(kind) or first["msg"].replace("Input should be", "must be")
     if kind == "missing":  # every field missing from the same object, in one go
-        names = [str(e["loc"][-1]) for e in error.errors(include_url=False) if e["type"] == "missing" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1])]
+        names = [
+            str(e["loc"][-1])
+            for e in error.errors(include_url=False)
+            if e["type"] == "missing" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1])
+        ]
         return f"{_where(loc[:-1]) + ': ' if loc[:-1] else ''}missing {', '.join(names)}"
     return f"{_where(loc)} {said} (got {_shown(first['input'])})"
 
@@ -345,7 +354,9 @@ def parse_plan(data: bytes | str, source: str) -> Plan:
         try:
             data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise PlanFormatError(f"{source}: not a valid plan: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})") from None
+            raise PlanFormatError(
+                f"{source}: not a valid plan: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})"
+            ) from None
     try:
         doc = _adapter().validate_json(data)
     except ValidationError as exc:
@@ -363,7 +374,9 @@ def _decoded(data: bytes, source: str) -> Any:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise PlanFormatError(f"{source}: not a valid plan: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})") from None
+        raise PlanFormatError(
+            f"{source}: not a valid plan: not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})"
+        ) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -426,7 +439,7 @@ def plan_schema() -> dict[str, Any]:
         "$id": SCHEMA_ID,
         "description": (
             f"plan.json of spark-lag-assign, format {FORMAT_VERSION}: one plan generation. Generated from "
-            "spark_lag_assign.planformat.Plan (python -m spark_lag_assign.planformat); the reader also checks that "
+            "spark_lag_assign.plan.document.Plan (python -m spark_lag_assign.plan.document); the reader also checks that "
             "each consumer's startingOffsets name exactly its assigned partitions, listed ascending, that "
             "'partitions' counts them and that no partition has two consumers."
         ),

@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.subscriptions import SubscriptionIndex, partition_keys
 from spark_lag_assign.errors import InvariantError
-from spark_lag_assign.subscriptions import SubscriptionIndex, partition_keys
 
 
 def _name(index: SubscriptionIndex, key: np.int64, width: int) -> str:
@@ -76,9 +76,7 @@ def _differences(got: np.ndarray, expected: np.ndarray, index: SubscriptionIndex
     )
 
 
-def check_owners(
-    owners: np.ndarray, topic_codes: np.ndarray, partitions: np.ndarray, index: SubscriptionIndex
-) -> np.ndarray:
+def check_owners(owners: np.ndarray, topic_codes: np.ndarray, partitions: np.ndarray, index: SubscriptionIndex) -> np.ndarray:
     """The same check for a plan given as one owner per row, where the rows are every subscribed
     partition once (as ``assign`` builds them): returns the owners' consumer codes."""
     if len(owners) != len(topic_codes):
@@ -86,9 +84,7 @@ def check_owners(
     return _check_owners(owners, topic_codes, partitions, index)
 
 
-def check_owner_codes(
-    owners: np.ndarray, topic_codes: np.ndarray, partitions: np.ndarray, index: SubscriptionIndex
-) -> None:
+def check_owner_codes(owners: np.ndarray, topic_codes: np.ndarray, partitions: np.ndarray, index: SubscriptionIndex) -> None:
     """``check_owners`` for owners given as consumer codes of ``index`` (-1: an unknown id),
     as the strategies with ``assign_codes`` return them."""
     if len(owners) != len(topic_codes):
@@ -123,7 +119,5 @@ def _check_owners(
     if bad.any():
         i = int(np.argmax(bad))
         topic = topic_names[i] if topic_names is not None else index.topics[topic_codes[i]]
-        raise InvariantError(
-            f"{topic}-{partitions[i]} is assigned to {owners[i]}, which does not subscribe to {topic}"
-        )
+        raise InvariantError(f"{topic}-{partitions[i]} is assigned to {owners[i]}, which does not subscribe to {topic}")
     return consumers

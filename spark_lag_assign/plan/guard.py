@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from spark_lag_assign.core.limits import PARTITION_LIMIT  # a plan naming others is refused when read
+from spark_lag_assign.core.subscriptions import partition_keys
 from spark_lag_assign.errors import ShrinkRefusedError
-from spark_lag_assign.planformat import PARTITION_LIMIT  # a plan naming others is refused when read
-from spark_lag_assign.subscriptions import partition_keys
 
 log = logging.getLogger(__name__)
 

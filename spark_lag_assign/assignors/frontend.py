@@ -1,0 +1,552 @@
+"""The assignors' front end: from a DataFrame of lags to a DataFrame of owners.
+
+``assign(lags, subscriptions, strategy, previous, seed)`` validates its input, runs the
+strategy (per topic, or once for the whole group), checks the invariants of the result and
+returns one row per assigned partition. Nothing here imports Spark or talks to Kafka.
+
+The front end does each piece of work once, on arrays: the subscriptions are validated and
+indexed once (``SubscriptionIndex``), topics and consumers become integer codes once (hashing
+only the first of each run of equal values, as frames sorted or grouped by topic have few
+runs, or one value per object where rows share a few objects), input already sorted by
+(topic, partition) is not sorted again, the previous plan is matched to the rows through a
+lookup table, and strategies with ``assign_codes`` hand back consumer codes, from which the
+invariant check and the output frame are built directly (a counting sort by owner, each
+consumer's id repeated over its block). The problem's columns of strings (``topics``, the
+previous owners' names) are made only if a strategy reads them (``EncodedProblem``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
+from spark_lag_assign.assignors.base import Encoded, EncodedProblem, GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.core.invariants import check_owner_codes
+from spark_lag_assign.core.subscriptions import (
+    SubscriptionIndex,
+    factorize,
+    run_starts,
+    strictly_increasing,
+    validate_subscriptions,
+)
+from spark_lag_assign.errors import InputError, StrategyError
+
+#: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
+STRATEGIES: dict[str, Strategy] = {
+    m.STRATEGY.name: m.STRATEGY for m in (range_, roundrobin, lagbased, shuffle, sticky, lagsticky, drain)
+}
+DEFAULT_STRATEGY = "lag-sticky"
+
+ASSIGNMENT_COLUMNS = ("consumer", "topic", "partition", "lag")
+
+#: exclusive upper bounds: Kafka's partition ids are int32, and lags (and their total, which
+#: plans and metrics add up in int64) must stay below 2^63 so that no sum ever wraps
+LIMITS = {"partition": 2**31, "lag": 2**63}
+#: the previous plan is matched through a dense (topic, partition) table up to this many cells
+#: per row (plus a floor), through a binary search beyond
+DENSE_PER_ROW, DENSE_FLOOR = 4, 1 << 16
+
+
+def get_strategy(name: str) -> Strategy:
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise StrategyError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}") from None
+
+
+#: pandas' counting sort (its groupby's), two to three times as fast as numpy's stable argsort of
+#: consumer codes; (indexer, counts with the count of -1 first) for codes in [-1, n)
+_groupsort: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None
+try:
+    _groupsort = getattr(importlib.import_module("pandas._libs.algos"), "groupsort_indexer", None)
+except ImportError:  # pragma: no cover - a pandas without it
+    _groupsort = None
+
+
+# -- the lags frame -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Lags:
+    """The validated lags frame: per row (in the frame's order) its topic code (into the sorted
+    ``names``), partition and lag; ``order`` sorts the rows by (topic, partition), None when
+    they already are."""
+
+    codes: np.ndarray
+    names: np.ndarray  # object: the distinct topics, sorted
+    partitions: np.ndarray
+    lag: np.ndarray
+    order: np.ndarray | None
+
+    def sorted(self, values: np.ndarray) -> np.ndarray:
+        return values if self.order is None else values[self.order]
+
+
+def _factorize_sorted(column: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(code per value, the distinct values sorted, the first position of each run of equal
+    values or None): codes follow the sorted order. A categorical column is already
+    factorized: its codes are used as they are."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        codes = np.asarray(column.cat.codes, dtype=np.int64)
+        uniques = np.asarray(column.cat.categories, dtype=object)
+        used = np.bincount(codes[codes >= 0], minlength=len(uniques)) > 0
+        if not used.all():  # categories without rows are no topics of this frame
+            codes = np.where(codes >= 0, (np.cumsum(used) - 1)[np.maximum(codes, 0)], -1)
+            uniques = uniques[used]
+        return (*_sorted_codes(codes, uniques), None)
+    values = column.to_numpy(dtype=object)
+    heads = run_starts(values)
+    if heads is None:  # few objects, as pyarrow makes them, are hashed one value per object
+        return (*_sorted_codes(*factorize(values)), None)
+    # grouped by topic, as snapshots and plans are: hash and rank one value per run
+    firsts = values[heads]
+    if strictly_increasing(firsts):  # sorted by topic: the runs are the topics, in order
+        if not _all_names(firsts):
+            raise InputError("lags: column topic must hold non-empty strings")
+        head_codes, names = np.arange(len(heads), dtype=np.int64), firsts
+    else:
+        head_codes, uniques = pd.factorize(firsts, use_na_sentinel=True)
+        head_codes, names = _sorted_codes(head_codes, np.asarray(uniques, dtype=object))
+    return np.repeat(head_codes, np.diff(np.r_[heads, len(values)])), names, heads
+
+
+def _sorted_codes(codes: np.ndarray, uniques: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if (codes < 0).any() or not _all_names(uniques):
+        raise InputError("lags: column topic must hold non-empty strings")
+    sorter = np.argsort(uniques, kind="stable")
+    if (sorter[1:] > sorter[:-1]).all():  # first seen in sorted order (a sorted frame): codes are ranks
+        return codes.astype(np.int64, copy=False), uniques
+    rank = np.empty(len(sorter), dtype=np.int64)
+    rank[sorter] = np.arange(len(sorter))
+    return rank[codes], uniques[sorter]
+
+
+def _all_names(values: np.ndarray) -> bool:
+    """Every value a non-empty string (checked in C: ten thousand topics cost microseconds)."""
+    return len(values) == 0 or (pd.api.types.infer_dtype(values, skipna=False) == "string" and not (values == "").any())
+
+
+def _integer_column(lags: pd.DataFrame, col: str, where: Any) -> np.ndarray:
+    """One of the integer columns of ``lags`` as int64, or an InputError naming the first bad
+    row (``where(i)`` names row i): missing, fractional, infinite, negative or too large."""
+    limit = LIMITS[col]
+    series = lags[col]
+    values = series.to_numpy()
+    if values.dtype.kind not in "iu":
+        missing = series.isna().to_numpy()
+        if missing.any():
+            raise InputError(f"lags: missing {col} for {where(int(np.argmax(missing)))}")
+        values = pd.to_numeric(series, errors="coerce").to_numpy()
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values) | (values != np.floor(values))
+            if bad.any():
+                i = int(np.argmax(bad))
+                kind = "not a number" if np.isnan(values[i]) else "infinite" if np.isinf(values[i]) else "not whole"
+                shown = _shown(series.iloc[i])
+                raise InputError(f"lags: {col} {shown} for {where(i)} is {kind}: column {col} must hold integers")
+        elif values.dtype.kind not in "iu":
+            raise InputError(f"lags: column {col} must hold integers")
+    if len(values) == 0 or (values.min() >= 0 and values.max() < limit):  # two passes, no mask
+        return values.astype(np.int64, copy=False)
+    negative = values < 0
+    if negative.any():
+        i = int(np.argmax(negative))
+        raise InputError(f"lags: negative {col} {series.iloc[i]} for {where(i)}")
+    too_big = values >= limit
+    if too_big.any():
+        i = int(np.argmax(too_big))
+        raise InputError(
+            f"lags: {col} {series.iloc[i]} for {where(i)} is 2^{limit.bit_length() - 1} or more"
+            + (", beyond Kafka's int32 partition ids" if col == "partition" else ", where totals would wrap")
+        )
+    return values.astype(np.int64, copy=False)
+
+
+def _shown(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def exact_total(values: np.ndarray) -> int:
+    """The exact sum of non-negative int64 values, as a Python int (numpy's own would wrap)."""
+    if len(values) == 0:
+        return 0
+    if int(values.max()) * len(values) < 2**63:
+        return int(values.sum())
+    # halves of 32 bits: each half sums exactly in int64 for fewer than 2^31 rows
+    return (int((values >> 32).sum()) << 32) + int((values & 0xFFFFFFFF).sum())
+
+
+def _read_lags(lags: pd.DataFrame) -> _Lags:
+    if not isinstance(lags, pd.DataFrame):
+        raise InputError(f"lags must be a pandas DataFrame, not {type(lags).__name__}")
+    missing = [c for c in ("topic", "partition", "lag") if c not in lags.columns]
+    if missing:
+        raise InputError(f"lags: missing column(s) {', '.join(missing)}")
+    codes, names, heads = _factorize_sorted(lags["topic"])
+    partitions = _integer_column(lags, "partition", lambda i: f"a row of topic {names[codes[i]]}")
+    lag = _integer_column(lags, "lag", lambda i: f"{names[codes[i]]}-{partitions[i]}")
+    total = exact_total(lag)
+    if total >= LIMITS["lag"]:
+        raise InputError(f"lags: the total lag {total:,} is 2^63 or more, where totals would wrap")
+    order: np.ndarray | None = None
+    if not _in_order(codes, partitions, heads):  # not sorted, or a duplicate
+        keys = codes * (LIMITS["partition"]) + partitions  # fewer than 2^32 topics: no overflow
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        dup = ordered[1:] == ordered[:-1]
+        if dup.any():
+            i = int(order[int(np.argmax(dup)) + 1])
+            raise InputError(f"lags: partition {names[codes[i]]}-{partitions[i]} appears more than once")
+    return _Lags(codes, names, partitions, lag, order)
+
+
+def _in_order(codes: np.ndarray, partitions: np.ndarray, heads: np.ndarray | None) -> bool:
+    """Whether the rows are sorted by (topic code, partition) without a duplicate; ``heads``,
+    when known, are the first rows of the runs of equal codes."""
+    if len(codes) < 2:
+        return True
+    if heads is None:
+        keys = codes * (LIMITS["partition"]) + partitions
+        return bool((keys[1:] > keys[:-1]).all())
+    if not (codes[heads[1:]] > codes[heads[:-1]]).all():  # a topic after a greater one, or twice
+        return False
+    rising = partitions[1:] > partitions[:-1]
+    rising[heads[1:] - 1] = True  # the first row of a topic may have any partition
+    return bool(rising.all())
+
+
+def validate_lags(lags: pd.DataFrame) -> pd.DataFrame:
+    """lags[topic, partition, lag] sorted by (topic, partition), int64 columns; clear errors otherwise."""
+    rows = _read_lags(lags)
+    return pd.DataFrame(
+        {"topic": rows.names[rows.sorted(rows.codes)], "partition": rows.sorted(rows.partitions), "lag": rows.sorted(rows.lag)}
+    )
+
+
+# -- the previous plan --------------------------------------------------------------------------
+
+
+def _check_previous(previous: pd.DataFrame | None) -> bool:
+    """Whether a previous plan is given (with rows); an InputError if it lacks a column."""
+    if previous is None:
+        return False
+    if not isinstance(previous, pd.DataFrame):
+        raise InputError(f"previous plan must be a pandas DataFrame, not {type(previous).__name__}")
+    missing = [c for c in ("consumer", "topic", "partition") if c not in previous.columns]
+    if missing:
+        raise InputError(f"previous plan: missing column(s) {', '.join(missing)}")
+    return len(previous) > 0
+
+
+def previous_codes(
+    previous: pd.DataFrame | None,
+    row_topics: np.ndarray,
+    row_partitions: np.ndarray,
+    index: SubscriptionIndex,
+) -> np.ndarray:
+    """The code (in ``index``) of each row's previous owner, -1 for none; rows are sorted by
+    (topic code, partition).
+
+    Only an owner that is still a subscriber of the row's topic counts; consumers and
+    partitions of the previous plan that no longer exist are ignored. The rule for a
+    partition the previous plan lists more than once: the smallest consumer id keeps it (the
+    order every assignor sorts consumers in), whatever the order of the plan's rows.
+    """
+    n_rows = len(row_topics)
+    owner = np.full(n_rows, -1, dtype=np.int64)
+    if not _check_previous(previous) or n_rows == 0:
+        return owner
+    assert previous is not None
+    consumers = index.consumer_codes(previous["consumer"])
+    topics = index.topic_codes(previous["topic"])
+    column = previous["partition"]
+    if column.dtype.kind in "iu":
+        partitions = column.to_numpy()
+        keep = index.permitted(consumers, topics)
+        if partitions.min() < 0 or partitions.max() >= LIMITS["partition"]:  # two passes, no mask
+            keep &= (partitions >= 0) & (partitions < LIMITS["partition"])
+        partitions = partitions.astype(np.int64, copy=False)
+    else:  # missing or unreadable partitions are ignored with the rest of a stale plan
+        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        keep = index.permitted(consumers, topics) & (numbers >= 0) & (numbers < LIMITS["partition"])
+        keep &= numbers == np.floor(numbers)
+        partitions = np.where(keep, numbers, 0).astype(np.int64)
+    if not keep.all():
+        consumers, topics, partitions = consumers[keep], topics[keep], partitions[keep]
+    rows = _rows_of(topics, partitions, row_topics, row_partitions, len(index.topics))
+    if rows.min(initial=0) < 0:  # some partitions of the plan are gone
+        found = rows >= 0
+        rows, consumers = rows[found], consumers[found]
+    if len(rows) and np.bincount(rows, minlength=n_rows).max() > 1:
+        owner[:] = len(index.consumers)
+        np.minimum.at(owner, rows, consumers)
+        owner[owner == len(index.consumers)] = -1
+    else:
+        owner[rows] = consumers
+    return owner
+
+
+def _rows_of(
+    topics: np.ndarray, partitions: np.ndarray, row_topics: np.ndarray, row_partitions: np.ndarray, n_topics: int
+) -> np.ndarray:
+    """The row holding each (topic code, partition), -1 if none; the rows are sorted."""
+    width = int(max(row_partitions.max(initial=0), partitions.max(initial=0))) + 1
+    wanted = topics * width + partitions
+    keys = row_topics * width + row_partitions  # ascending
+    if n_topics * width <= DENSE_PER_ROW * len(keys) + DENSE_FLOOR:  # a dense table: no search at all
+        table = np.full(n_topics * width, -1, dtype=np.int64)
+        table[keys] = np.arange(len(keys))
+        return table[wanted]
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    return np.where(keys[at] == wanted, at, -1)
+
+
+def previous_owners(
+    previous: pd.DataFrame | None,
+    row_topics: np.ndarray,
+    row_partitions: np.ndarray,
+    index: SubscriptionIndex,
+) -> list[str | None]:
+    """``previous_codes`` as consumer ids (None for none)."""
+    codes = previous_codes(previous, row_topics, row_partitions, index)
+    return _names_or_none(index, codes).tolist()
+
+
+def _names_or_none(index: SubscriptionIndex, codes: np.ndarray) -> np.ndarray:
+    return np.concatenate([index.names, np.array([None], dtype=object)])[codes]  # -1: the None at the end
+
+
+def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> pd.DataFrame:
+    """The partitions of topics nobody subscribes to: lags rows [topic, partition, lag]."""
+    lags = validate_lags(lags)
+    subscribed = {t for topics in subscriptions.values() for t in topics}
+    return lags[~lags["topic"].isin(subscribed)].reset_index(drop=True)
+
+
+# -- planning -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Planned:
+    """A checked plan over the subscribed rows of ``lags``: their positions in ``lags`` (None:
+    all of them, in order), sorted by (topic, partition), and their owners' codes."""
+
+    positions: np.ndarray | None
+    problem: GroupProblem
+    owner_codes: np.ndarray
+
+    @property
+    def index(self) -> SubscriptionIndex:
+        return self.problem.codes().index
+
+
+def problem(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str = DEFAULT_STRATEGY,
+    previous: pd.DataFrame | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> GroupProblem:
+    """The ``GroupProblem`` that ``assign`` hands the strategy: validated, sorted, encoded."""
+    return _problem(lags, subscriptions, strategy, previous, seed, options)[0]
+
+
+def _problem(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str,
+    previous: pd.DataFrame | None,
+    seed: int,
+    options: Mapping[str, Any],
+) -> tuple[GroupProblem, np.ndarray | None]:
+    spec = get_strategy(strategy)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):  # 2.9 would silently plan with 2
+        raise StrategyError(f"seed must be a whole number, not {seed!r}")
+    unknown = sorted(set(options) - set(spec.options))
+    if unknown:
+        raise StrategyError(
+            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
+            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
+        )
+    subs = validate_subscriptions(subscriptions)
+    rows = _read_lags(lags)
+    index = SubscriptionIndex(subs, rows.names)
+    # both name lists are sorted, so mapping codes keeps the rows sorted
+    row_topic = rows.sorted(rows.codes)
+    if len(rows.names) == len(index.topics):  # the index holds just these topics: the same codes
+        mapping = np.arange(len(rows.names))
+    else:
+        mapping = index.topic_codes(rows.names)
+        row_topic = mapping[row_topic]
+    positions = rows.order
+    partitions, lag = rows.sorted(rows.partitions), rows.sorted(rows.lag)
+    if not index.subscribed[mapping].all():
+        subscribed = index.subscribed[row_topic]
+        positions = np.flatnonzero(subscribed) if positions is None else positions[subscribed]
+        row_topic, partitions, lag = row_topic[subscribed], partitions[subscribed], lag[subscribed]
+    named: Sequence[str | None] | None = ()
+    if _check_previous(previous) and spec.uses_previous:
+        owners = previous_codes(previous, row_topic, partitions, index)
+        named = None  # their names, made from the codes if a strategy reads them
+    else:  # no previous owners: -1 for every row, read-only, without writing a million cells
+        owners = np.broadcast_to(np.array(-1, dtype=np.int64), len(row_topic))
+    group = EncodedProblem.of(
+        Encoded(index, row_topic, owners),
+        partitions,
+        lag,
+        subscriptions=subs,
+        consumers=list(index.consumers),
+        previous=named,
+        seed=int(seed),
+        options=dict(options),
+    )
+    return group, positions
+
+
+def _plan(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str,
+    previous: pd.DataFrame | None,
+    seed: int,
+    options: Mapping[str, Any],
+) -> _Planned:
+    group, positions = _problem(lags, subscriptions, strategy, previous, seed, options)
+    codes = group.codes()
+    owner_codes = run_codes(get_strategy(strategy), group)
+    check_owner_codes(owner_codes, codes.row_topic, group.partitions, codes.index)
+    return _Planned(positions, group, owner_codes)
+
+
+def owners(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str = DEFAULT_STRATEGY,
+    previous: pd.DataFrame | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> np.ndarray:
+    """The owner of each row of ``lags``, in its row order (None where nobody subscribes).
+
+    Validates the input, runs the strategy and checks the invariants; ``assign`` and the
+    Spark job's global stage both stand on it.
+    """
+    planned = _plan(lags, subscriptions, strategy, previous, seed, options)
+    names = planned.index.names[planned.owner_codes]
+    if planned.positions is None:
+        return names
+    out = np.full(len(lags), None, dtype=object)
+    out[planned.positions] = names
+    return out
+
+
+def assign(
+    lags: pd.DataFrame,
+    subscriptions: Mapping[str, Sequence[str]],
+    strategy: str = DEFAULT_STRATEGY,
+    previous: pd.DataFrame | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> pd.DataFrame:
+    """Plan which consumer reads which partition.
+
+    lags: DataFrame[topic, partition, lag]; subscriptions: {consumer: [topics]};
+    previous: None or DataFrame[consumer, topic, partition] (an earlier plan; a partition it
+    lists twice counts as the smallest consumer id's).
+    Returns DataFrame[consumer, topic, partition, lag], one row per assigned partition,
+    sorted by (consumer, topic, partition). Partitions of topics nobody subscribes to are
+    left out (see ``unassigned``).
+    """
+    planned = _plan(lags, subscriptions, strategy, previous, seed, options)
+    group, owner = planned.problem, planned.owner_codes
+    index, row_topic = planned.index, group.codes().row_topic
+    # rows are in (topic, partition) order and codes follow the sorted ids and names, so a
+    # stable sort by owner gives (consumer, topic, partition), each consumer's rows in a block
+    order, counts = _by_owner(owner, len(index.consumers))
+    topic_codes = row_topic[order]
+    topics = np.asarray(index.topics, dtype=object)[topic_codes]
+    return pd.DataFrame(
+        {
+            "consumer": np.repeat(index.names, counts),
+            "topic": topics,
+            # into the codes' array, done with: one array less (a permutation: clip is never used,
+            # and unlike "raise" it writes straight into ``out``)
+            "partition": np.take(group.partitions, order, out=topic_codes, mode="clip"),
+            "lag": group.lags[order],
+        },
+        copy=False,
+    )
+
+
+def _by_owner(owner: np.ndarray, n_consumers: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows in a stable order by owner, the rows of each owner) for owner codes in
+    ``range(n_consumers)``: a counting sort, or numpy's (radix for small codes)."""
+    if _groupsort is not None:
+        order, counts = _groupsort(owner.astype(np.intp, copy=False), n_consumers)
+        return order, counts[1:]  # counts[0]: rows of code -1, of which there are none
+    order = np.argsort(owner.astype(np.int16) if n_consumers < 2**15 else owner, kind="stable")
+    return order, np.bincount(owner, minlength=n_consumers)
+
+
+def run(spec: Strategy, problem: GroupProblem) -> list[str]:
+    """The owner of each row of ``problem`` under ``spec``; per topic or for the whole group."""
+    if spec.assign_codes is not None:
+        return problem.codes().index.names[run_codes(spec, problem)].tolist()
+    if spec.scope == "group":
+        assert spec.assign_group is not None
+        owners = list(spec.assign_group(problem))
+    else:
+        assert spec.assign_topic is not None
+        subscribers = problem.subscribers()
+        previous = np.asarray(problem.previous, dtype=object) if len(problem.previous) else None
+        owners = []
+        for topic, rows in problem.topic_slices():
+            owners.extend(
+                spec.assign_topic(
+                    TopicProblem(
+                        topic=topic,
+                        partitions=problem.partitions[rows],
+                        lags=problem.lags[rows],
+                        consumers=subscribers[topic],
+                        previous=[] if previous is None else list(previous[rows]),
+                        seed=problem.seed,
+                    )
+                )
+            )
+    if len(owners) != len(problem.partitions):
+        raise AssertionError(f"strategy {spec.name} returned {len(owners)} owners for {len(problem.partitions)} rows")
+    return owners
+
+
+def run_codes(spec: Strategy, problem: GroupProblem) -> np.ndarray:
+    """``run`` as consumer codes of ``problem.codes().index`` (-1 for an id not in the group)."""
+    if spec.assign_codes is not None:
+        codes = np.asarray(spec.assign_codes(problem), dtype=np.int64)
+    else:
+        codes = problem.codes().index.consumer_codes(np.asarray(run(spec, problem), dtype=object))
+    if len(codes) != len(problem.partitions):
+        raise AssertionError(f"strategy {spec.name} returned {len(codes)} owners for {len(problem.partitions)} rows")
+    return codes
+
+
+__all__ = [
+    "ASSIGNMENT_COLUMNS",
+    "DEFAULT_STRATEGY",
+    "STRATEGIES",
+    "GroupProblem",
+    "Strategy",
+    "TopicProblem",
+    "assign",
+    "get_strategy",
+    "owners",
+    "problem",
+    "unassigned",
+    "validate_subscriptions",
+]

@@ -1,0 +1,157 @@
+"""``make test-mutation``: how many deliberate defects of the handover's decision code the
+protocol tests that ``make test`` runs catch.
+
+1. mutmut (``[tool.mutmut]`` in pyproject.toml) mutates ``consume/protocol.py``,
+   ``consume/gate.py``, ``consume/committer.py`` and ``consume/kafka_commit.py`` one
+   change at a time and runs the selected tests against each mutant (hypothesis' ci
+   examples, without shrinking);
+2. the hand-written defects of ``tests/mutation/defects.py`` (whole checks removed, which
+   mutmut does not write) are applied one at a time and the same tests run;
+3. every surviving mutant must be named in ``tests/mutation/equivalent.md`` with the
+   argument why it cannot change what the protocol does; the score counts the others.
+
+Everything runs in a copy of the checkout (``out/mutation/work``), never in it. The report
+goes to ``out/mutation/report.md``; the exit status is 1 if a mutant that is not argued
+equivalent survived, or a hand-written defect was not caught.
+
+    python -m tests.mutation.run [--max-children N] [--defects-only] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+from tests.mutation.defects import DEFECTS
+
+REPO = Path(__file__).resolve().parents[2]
+EQUIVALENT = REPO / "tests" / "mutation" / "equivalent.md"
+MUTANT = re.compile(r"spark_lag_assign(?:\.\w+)+\.x\S*?__mutmut_\d+")
+
+
+def copy_checkout(work: Path) -> None:
+    """The tracked files as they are in the working tree (uncommitted changes included)."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True).stdout.split(b"\0")
+    for name in filter(None, names):
+        source = REPO / name.decode()
+        if source.is_file():
+            target = work / name.decode()
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def run_mutmut(work: Path, max_children: int, log: Path) -> dict[str, str]:
+    """mutant name -> status (killed, survived, timeout, no tests, ...)."""
+    with log.open("w") as out:
+        subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)], cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False)
+    listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True, check=True)
+    found: dict[str, str] = {}
+    for line in listing.stdout.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name.startswith("spark_lag_assign."):
+            found[name] = status
+    if not found:
+        raise SystemExit(f"mutmut produced no results; see {log}")
+    return found
+
+
+def show(work: Path, name: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=work, capture_output=True, text=True, check=False)
+    return "\n".join(line for line in out.stdout.splitlines() if line.startswith(("-", "+")) and not line.startswith(("---", "+++")))
+
+
+def test_command() -> list[str]:
+    conf = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mutmut"]
+    return [sys.executable, "-m", "pytest", *conf["pytest_add_cli_args_test_selection"], *conf["pytest_add_cli_args"]]
+
+
+def run_defects(work: Path) -> list[tuple[str, bool, float]]:
+    """(defect, caught, seconds) for each hand-written defect."""
+    results = []
+    for defect in DEFECTS:
+        path = work / defect.path
+        original = path.read_text()
+        if original.count(defect.old) != 1:
+            raise SystemExit(f"defect {defect.name!r}: its code is not in {defect.path} exactly once; update tests/mutation/defects.py")
+        path.write_text(original.replace(defect.old, defect.new))
+        began = time.monotonic()
+        try:
+            status = subprocess.run(test_command(), cwd=work, capture_output=True, check=False).returncode
+        finally:
+            path.write_text(original)
+        results.append((defect.name, status != 0, time.monotonic() - began))
+        print(f"  {'caught ' if status else 'MISSED '} {defect.name}", flush=True)
+    return results
+
+
+def equivalents() -> set[str]:
+    return set(MUTANT.findall(EQUIVALENT.read_text())) if EQUIVALENT.exists() else set()
+
+
+def report(statuses: dict[str, str], defects: list[tuple[str, bool, float]], work: Path, out: Path) -> bool:
+    argued = equivalents()
+    counts = Counter(statuses.values())
+    survived = sorted(n for n, s in statuses.items() if s == "survived")
+    unargued = [n for n in survived if n not in argued]
+    equivalent = [n for n in survived if n in argued]
+    stale = sorted(argued - set(survived))
+    caught = counts["killed"] + counts["timeout"]
+    judged = caught + len(unargued)
+    lines = ["# Mutation score of the handover's decision code", ""]
+    if statuses:
+        lines += [
+            f"mutmut: {len(statuses)} mutants; killed {counts['killed']}, timed out {counts['timeout']}, "
+            f"survived {len(survived)} ({len(equivalent)} argued equivalent in tests/mutation/equivalent.md, "
+            f"{len(unargued)} not), no tests {counts['no tests']}, other {len(statuses) - sum(counts[k] for k in ('killed', 'timeout', 'survived', 'no tests'))}",
+            f"score: {caught} / {judged} non-equivalent mutants caught = {caught / judged:.1%}" if judged else "score: nothing to judge",
+            "",
+        ]
+    if defects:
+        lines += [f"hand-written defects: {sum(c for _, c, _ in defects)} / {len(defects)} caught", ""]
+        lines += [f"- {'caught' if c else '**missed**'} ({s:.0f} s): {name}" for name, c, s in defects]
+        lines.append("")
+    if unargued:
+        lines += ["## Survivors not argued equivalent", ""]
+        for name in unargued:
+            lines += [f"### {name}", "```diff", show(work, name), "```", ""]
+    if stale:
+        lines += ["## Named as equivalent but not a survivor now (mutmut renumbers a function's mutants when it changes)", ""]
+        lines += [f"- {name}: {statuses.get(name, 'gone')}" for name in stale]
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[: 6 + len(defects)]))
+    return not unargued and all(c for _, c, _ in defects)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workdir", type=Path, default=REPO / "out" / "mutation")
+    parser.add_argument("--max-children", type=int, default=2)
+    parser.add_argument("--defects-only", action="store_true", help="only the hand-written defects")
+    parser.add_argument("--keep", action="store_true", help="reuse the work copy and mutmut's earlier results")
+    args = parser.parse_args(argv)
+    work = args.workdir / "work"
+    if not (args.keep and work.exists()):
+        copy_checkout(work)
+    statuses: dict[str, str] = {}
+    if not args.defects_only:
+        print(f"mutmut on the decision code (log: {args.workdir / 'mutmut.log'}) ...", flush=True)
+        statuses = run_mutmut(work, args.max_children, args.workdir / "mutmut.log")
+    print("hand-written defects ...", flush=True)
+    defects = run_defects(work)
+    ok = report(statuses, defects, work, args.workdir / "report.md")
+    print(f"report: {args.workdir / 'report.md'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

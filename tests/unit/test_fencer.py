@@ -1,0 +1,96 @@
+"""The fencer's decisions (``consume.fencer.FencerCore``) and what a pipeline takes for a
+commit that no pipeline of the plan made (``consume.options.foreign_commits``)."""
+
+from __future__ import annotations
+
+from spark_lag_assign.consume.fencer import FenceCommits, FencerCore, Look, NoteFence, fence_done
+from spark_lag_assign.consume.options import foreign_commits
+from spark_lag_assign.consume.protocol import Handover, Stop
+from spark_lag_assign.store.base import FENCER, ClaimRecord
+
+P = ("t", 0)
+
+
+def claim(consumer: str, seq: int, state: str = "reading", fences: dict | None = None, incarnation: str | None = None) -> ClaimRecord:
+    return ClaimRecord(consumer, incarnation or f"{consumer}1", seq, 1, frozenset({P}), 10.0, state, fences or {})
+
+
+def test_the_fencer_fences_only_once_it_saw_the_lease_run_out_itself() -> None:
+    fencer = FencerCore()
+    held = claim("A", 7)
+    asked = claim("B", 3, "waiting", {"A": ("A1", 7)})
+    fencer.saw_claims({"A": held, "B": asked}, read_at=100.0)  # the fencer first sees A's version 7 now
+    assert isinstance(fencer.next(100.0), Look)  # B judged A gone; the fencer has not seen a lease pass
+    fencer.saw_claims({"A": held, "B": asked}, read_at=109.9)
+    assert isinstance(fencer.next(109.9), Look)
+    fencer.saw_claims({"A": held, "B": asked}, read_at=110.0)  # a read a whole lease later: A wrote nothing
+    note = fencer.next(110.0)
+    assert note == NoteFence((("A", ("A1", 7)),), "fencing A")  # the note first ...
+    fencer.wrote(ClaimRecord(FENCER, "F1", 1, 0, frozenset(), 3600.0, note.state, dict(note.fences)))
+    assert not fence_done(fencer.written, "A", ("A1", 7))
+    assert fencer.next(110.1) == FenceCommits("A", ("A1", 7))  # ... then the fence
+    fencer.fenced("A", ("A1", 7))
+    done = fencer.next(110.2)
+    assert done == NoteFence((("A", ("A1", 7)),), "fenced")  # ... then the answer B waits for
+    fencer.wrote(ClaimRecord(FENCER, "F1", 2, 0, frozenset(), 3600.0, done.state, dict(done.fences)))
+    assert fence_done(fencer.written, "A", ("A1", 7))
+    assert isinstance(fencer.next(110.3), Look)
+
+
+def test_a_request_about_a_holder_that_keeps_renewing_fences_nobody() -> None:
+    """A pipeline that writes a request on purpose (or on a clock that runs fast) cannot make
+    the fencer fence a holder whose lease runs: each renewal is a new version, seen anew."""
+    fencer = FencerCore()
+    for t in range(0, 60, 3):
+        held = claim("A", 1 + t)
+        forged = claim("B", 1, "waiting", {"A": ("A1", 1 + t)})
+        fencer.saw_claims({"A": held, "B": forged}, read_at=float(t))
+        assert isinstance(fencer.next(float(t)), Look)
+    stale = claim("B", 2, "waiting", {"A": ("A1", 1)})  # a request about a version A no longer has
+    fencer.saw_claims({"A": claim("A", 99), "B": stale}, read_at=1000.0)
+    assert isinstance(fencer.next(1000.0), Look)
+
+
+def test_a_pipeline_with_a_fencer_heeds_only_the_fencers_notes() -> None:
+    """A note in another pipeline's claim is a request; only the fencer's stops a pipeline,
+    so no pipeline can make another stop by writing one."""
+    a = Handover("A", "A1", lease=10, margin=1, fence_authority=FENCER)
+    a.saw_plan(1, frozenset({P}))
+    mine = claim("A", 1)
+    a.wrote(mine, sent_at=0.0)
+    a.commits_opened(("A1", 1), 0.0)
+    a.saw_claims({"A": mine}, read_at=0.0)
+    a.started(1, frozenset({P}))
+    a.saw_claims({"A": mine, "B": claim("B", 4, "waiting", {"A": ("A1", 1)})}, read_at=1.0)
+    assert a.fenced_by() is None and not isinstance(a.next(1.0), Stop)
+    record = ClaimRecord(FENCER, "F1", 3, 0, frozenset(), 3600.0, "fencing A", {"A": ("A1", 1)})
+    a.saw_claims({"A": mine, FENCER: record}, read_at=2.0)
+    assert a.fenced_by() == FENCER and isinstance(a.next(2.0), Stop)
+
+
+def test_the_fencers_answer_is_read_per_fence() -> None:
+    record = ClaimRecord(FENCER, "F1", 5, 0, frozenset(), 3600.0, "fencing C", {"A": ("A1", 7), "C": ("C2", 1)})
+    assert fence_done(record, "A", ("A1", 7))  # done before C's began
+    assert not fence_done(record, "C", ("C2", 1))  # in progress
+    assert not fence_done(record, "A", ("A1", 8)) and not fence_done(None, "A", ("A1", 7))
+
+
+def owners(generation: int) -> dict[tuple[str, int], str] | None:
+    return {1: {P: "A", ("t", 1): "B"}, 2: {P: "B", ("t", 1): "B"}}.get(generation)
+
+
+def test_a_commit_naming_a_consumer_that_did_not_own_the_partition_is_foreign() -> None:
+    metadata = {
+        P: "spark-lag-assign consumer=A generation=1",  # A owned t-0 in 1: its own commit
+        ("t", 1): "spark-lag-assign consumer=A generation=1",  # B owned t-1 in 1: A forged it
+        ("t", 2): "spark-lag-assign consumer=B generation=2",  # nobody owned t-2 in 2
+        ("t", 3): "spark-lag-assign consumer=B generation=9",  # a generation no plan has
+        ("t", 4): "spark-lag-assign consumer=A generation=0",  # not kept: not judged
+        ("t", 5): "",  # not ours (the group's first commit, another tool): not judged
+    }
+    found = foreign_commits(metadata, owners, newest=2)
+    assert found == {
+        ("t", 1): "names A under generation 1, where B owned it",
+        ("t", 2): "names B under generation 2, where nobody owned it",
+        ("t", 3): "names B under generation 9, newer than any plan (2)",
+    }
