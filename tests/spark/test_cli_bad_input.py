@@ -47,7 +47,7 @@ CHILD = (
 MEANWHILE = (
     "import json\n"
     "from pathlib import Path\n"
-    "from spark_lag_assign import job\n"
+    "from spark_lag_assign.spark import job\n"
     "from tests.spark.test_cli_bad_input import another_planner_publishes\n"
     "from tests.unit.test_plan import tree\n"
     "_extract = job.extract_offsets\n"
