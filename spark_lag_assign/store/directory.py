@@ -55,6 +55,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from spark_lag_assign.errors import ConfigError, InputError
 from spark_lag_assign.store.base import (
@@ -172,9 +173,17 @@ class DirectoryStore(Store):
         missing: list[str] = []
         while True:
             parent, name = posixpath.split(path.rstrip("/"))
-            if not name or parent == path or any(e.name == name and e.is_dir for e in self._fs.list(parent)):
+            if not name or parent == path:
+                return list(reversed(missing))
+            # the root of a URI (hdfs://host:port) is listed as "hdfs://host:port/", and is the last
+            at_root = urlsplit(parent).path in ("", "/")
+            if at_root:
+                parent = parent.rstrip("/") + "/"
+            if any(e.name == name and e.is_dir for e in self._fs.list(parent)):
                 return list(reversed(missing))
             missing.append(path)
+            if at_root:
+                return list(reversed(missing))
             path = parent
 
     def _taken(self) -> int:

@@ -81,6 +81,7 @@ PURE = [
     # the application: the roles' ACLs, over the store and the consuming side
     "spark_lag_assign.roles",
     "spark_lag_assign.testing",  # a docstring: importing the package runs nothing
+    "spark_lag_assign.testing.offsets_log",
     "spark_lag_assign.testing.workloads",
 ]
 
