@@ -18,6 +18,7 @@ PURE = [
     "spark_lag_assign",
     "spark_lag_assign.config",
     "spark_lag_assign.errors",
+    "spark_lag_assign.metrics",
     # the core: rules and models over arrays
     "spark_lag_assign.core",
     "spark_lag_assign.core.draintime",
@@ -45,6 +46,7 @@ PURE = [
     "spark_lag_assign.assignors.roundrobin",
     "spark_lag_assign.assignors.shuffle",
     "spark_lag_assign.assignors.sticky",
+    "spark_lag_assign.sizing",
     # the edges to Kafka and files
     "spark_lag_assign.extract",
     "spark_lag_assign.extract.acls",
@@ -311,10 +313,10 @@ def test_the_package_runs_as_a_module() -> None:
 #: one above: the data goes down once and comes back once. The package root (lazy public
 #: names) and ``__main__`` sit on top of everything.
 LAYERS = [
-    ["errors", "jvm"],
+    ["errors", "jvm", "metrics"],
     ["core"],
     ["plan"],
-    ["assignors"],
+    ["assignors", "sizing"],
     ["extract"],
     ["store"],
     ["config"],
