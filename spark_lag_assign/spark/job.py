@@ -31,8 +31,10 @@ from spark_lag_assign.core.invariants import check_assignment
 from spark_lag_assign.core.lag import lag_columns
 from spark_lag_assign.errors import InputError
 from spark_lag_assign.extract import offsets as offsets_io
+from spark_lag_assign.metrics import PlannerMetrics
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.plan.guard import check_shrink
+from spark_lag_assign.sizing import Sizing, size
 from spark_lag_assign.store import open_store
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ class Result:
     out_of_range: int
     timings: Timings
     rates: rates_io.Rates | None = None
+    sizing: Sizing | None = None  # --drain-within's answer
 
 
 def extract_offsets(settings: Settings, snapshot: Any = None) -> pd.DataFrame:
@@ -213,14 +216,27 @@ def _arrow(frame: pd.DataFrame, schema: Any) -> Any:
     return pa.Table.from_pandas(frame[[f.name for f in schema.fields]], schema=pa.schema(fields), preserve_index=False)
 
 
-def run(settings: Settings, spark: Any) -> Result:
+def run(settings: Settings, spark: Any, metrics: PlannerMetrics | None = None) -> Result:
     """Plan once and publish the next generation to the store ``settings.output`` names.
 
     The planner's role is taken before any work (an unreachable or unwritable store fails
     fast, and a second planner is fenced: ``PublishFencedError``, nothing published); the
     previous plan is read after that, so the new generation's number cannot collide.
+    ``metrics``: the published plan's numbers and each phase's time (also of a run that
+    fails: the phases it got through) are recorded there; the caller writes or pushes them.
     """
     timings = Timings()
+    try:
+        result = _run(settings, spark, timings)
+    finally:
+        if metrics is not None:
+            metrics.record_phases(timings.phases)
+    if metrics is not None:
+        metrics.record_plan(result.plan, timings.phases)
+    return result
+
+
+def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
     with (
         open_store(settings.output, client_options=settings.client, history=settings.history) as store,
         store.publisher() as publisher,
@@ -238,6 +254,21 @@ def run(settings: Settings, spark: Any) -> Result:
         topics = _topics(offsets)
         subscriptions = validate_subscriptions(settings.resolved_subscriptions(topics[0]))
         rates = measured_rates(settings, list(subscriptions), current, observed, earlier)
+        sizing = None
+        if settings.drain_within is not None:
+            with timings.phase("sizing"):
+                sizing = _size(settings, offsets, subscriptions, rates)
+            if settings.size_to_deadline and sizing is not None:
+                if sizing.needed is None:
+                    log.warning("size_to_deadline: no number of pipelines drains in time; every configured one is planned")
+                else:  # the plan for the pipelines the deadline needs: the others are left out of it
+                    keep = set(sizing.pipelines)
+                    subscriptions = {c: ts for c, ts in subscriptions.items() if c in keep}
+                    rates = replace(
+                        rates,
+                        read={c: r for c, r in rates.read.items() if c in keep},
+                        read_source={c: r for c, r in rates.read_source.items() if c in keep},
+                    )
         for note in rates.notes:
             log.warning("rates: %s", note)
         if settings.strategy == "drain" and rates.read:
@@ -268,11 +299,31 @@ def run(settings: Settings, spark: Any) -> Result:
                 observed=observed if settings.live else None,
                 fencing=settings.fencing,
             )
+            if sizing is not None:
+                doc["sizing"] = sizing.as_json()  # type: ignore[typeddict-item]
             check_shrink(current, doc, allow=settings.allow_shrink)  # an empty snapshot must not replace a real plan
             publisher.publish(doc)
         where = store.uri
     log.info("published generation %d to %s", doc["generation"], where)
-    return Result(doc, where, quality, out_of_range, timings, rates)
+    return Result(doc, where, quality, out_of_range, timings, rates, sizing)
+
+
+def _size(
+    settings: Settings, offsets: pd.DataFrame, subscriptions: Mapping[str, list[str]], rates: rates_io.Rates
+) -> Sizing | None:
+    """``--drain-within``: the fewest pipelines whose drain plan meets the deadline, from the
+    run's rates (a pipeline without one counts at the median of the others); None, with a
+    warning, where no read rate is known at all (a first live run measures none yet)."""
+    assert settings.drain_within is not None
+    known = rates_io.filled(rates, list(subscriptions))
+    if not known.read:
+        log.warning("drain_within: no read rate known (give rate or rates, or plan again to measure them): not sized")
+        return None
+    rules = lag_columns(offsets["beginning_offset"], offsets["end_offset"], offsets["committed_offset"], settings.reset)
+    lags = pd.DataFrame({"topic": offsets["topic"], "partition": offsets["partition"], "lag": rules["lag"]})
+    produce = known.options().get("produce_rates")
+    drain_options = {k: v for k, v in settings.options.items() if k in ("margin", "max_swaps")}
+    return size(lags, subscriptions, known.read, settings.drain_within, produce, settings.pinned, **drain_options)
 
 
 def measured_rates(
