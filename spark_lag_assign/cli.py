@@ -513,6 +513,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         reset=args.reset,
         seed=args.seed,
         options=_key_values(args.option, "--option"),
+        drain_within=args.drain_within,
+        pinned=args.pinned,
     )
     snapshot = offsets.read_snapshot(settings.offsets)
     produce = None
@@ -588,6 +590,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print(f"never drain (producers append at least as fast as they read): {', '.join(d.never_drains[:10])}{more}")
     moved = None if previous is None else {n: metrics.moved(a, previous) for n, a in plans.items() if n != "current"}
     print("\n" + simulate.summary_table(drains, moved))
+    if settings.drain_within is not None:
+        from spark_lag_assign.sizing import size
+
+        answer = size(lags, subs, read_rates, settings.drain_within, produce, settings.pinned)
+        print("\n" + answer.describe())
     return 0
 
 

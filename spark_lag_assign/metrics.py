@@ -260,6 +260,13 @@ class FollowerMetrics:
         r.register(self._waits)
         for state in STATES:
             self._state.labels(consumer, state).set(1 if state == "stopped" else 0)
+        # every series exists from the start (at 0): a rate() or an alert sees its first increase
+        families: list[Counter | Gauge | Histogram] = [
+            self._handovers, self._handover_seconds, self._commits, self._commit_failures, self._refused,
+            self._renewals, self._lapses, self._records, self._generation, self._seen, self._partitions,
+        ]  # fmt: skip
+        for family in families:
+            family.labels(consumer)
         self._lag_topics: set[str] = set()
 
     @never_raises
