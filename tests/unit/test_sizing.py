@@ -144,3 +144,33 @@ def test_simulate_answers_the_deadline_question_too(tmp_path: Path, capsys: pyte
     assert err == "spark-lag-assign: error: --drain-within: '-1m' is negative: a deadline is a time from now (e.g. 45m)"
     assert cli.main([*common, "--drain-within", "5s", "--pinned", "Z"]) == 1
     assert capsys.readouterr().err.strip() == "spark-lag-assign: error: --pinned: pinned pipeline(s) not in the group: Z"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_on_small_bench_like_groups_the_answer_is_within_one_pipeline_of_the_capacity_bound(seed: int) -> None:
+    """``make bench``'s sizing workloads (tests/bench/sizing_bench.py) made small: skewed lags on
+    6 pipelines, equal or 2x-apart rates, producers at 20% and 60% of capacity, deadlines 1.25x to
+    4x the whole group's lower bound. Where some number of the 6 drains in time, it is never
+    below the capacity bound and at most one above (seed 3 has cases at +1); where none does
+    (seed 3, equal rates, 60%, 1.25x), the bound asks for all 6, so the answer (7 or more) is
+    not known to break "within one" from this group."""
+    from spark_lag_assign.testing import workloads
+    from tests.bench import drain as drain_bench, rates_bench, sizing_bench
+
+    gaps = []
+    for speeds in rates_bench.SPEEDS:
+        for load in (0.2, 0.6):
+            lags, subs = workloads.skewed(topics=8, consumers=6, max_partitions=12, seed=seed)
+            rates = rates_bench.read_rates(list(subs), drain_bench.consumer_rate(lags, len(subs)), speeds)
+            produced = rates_bench.produce_rates(lags, sum(rates.values()), min(rates.values()), load, seed)
+            for factor in (1.25, 2.0, 4.0):
+                deadline = factor * sizing_bench.bound_time(lags, rates, produced)
+                got = size(lags, subs, rates, deadline, produced)
+                bound = sizing_bench.capacity_bound(lags, rates, produced, deadline)
+                assert bound is not None and got.bound == bound
+                if got.needed is None:
+                    assert bound == got.configured and got.drain_configured > deadline
+                    continue
+                assert got.drain_needed is not None and got.drain_needed <= deadline
+                gaps.append(got.needed - bound)
+    assert len(gaps) >= 11 and min(gaps) >= 0 and max(gaps) <= 1, gaps
