@@ -90,7 +90,9 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_the_metrics_file_and_the_push_carry_the_published_plan(spark: Any, capsys: Any, tmp_path: Path, gateway: Any) -> None:
+def test_the_metrics_file_and_the_push_carry_the_published_plan(
+    spark: Any, capsys: Any, tmp_path: Path, gateway: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url, pushes = gateway
     snapshot = offsets_io.write_snapshot(NOW, tmp_path / "now.csv")
     store, prom = tmp_path / "plans", tmp_path / "planner.prom"
@@ -117,11 +119,10 @@ def test_the_metrics_file_and_the_push_carry_the_published_plan(spark: Any, caps
     assert comparable(samples(pushes[0][2])) == comparable(got)
     assert math.isnan(got[("spark_lag_assign_plan_moved_partitions", ())])  # a first plan: nothing to compare with
 
-    # an unreachable Pushgateway: one warning line, and the next generation is still published
-    code, _, err = run(
-        spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a,b,c", "--output", str(store),
-        "--pushgateway", f"http://127.0.0.1:{closed_port()}",
-    )  # fmt: skip
+    # an unreachable Pushgateway (from the environment this time): one warning line, and the
+    # next generation is still published
+    monkeypatch.setenv("SPARK_LAG_ASSIGN_PUSHGATEWAY", f"http://127.0.0.1:{closed_port()}")
+    code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a,b,c", "--output", str(store))
     assert code == 0
     assert len(err.splitlines()) == 1 and err.startswith("spark-lag-assign: warning: pushing metrics to http://127.0.0.1:")
     assert latest(store)["generation"] == 2
@@ -132,9 +133,9 @@ def test_a_refused_run_says_so_in_its_metrics(spark: Any, capsys: Any, tmp_path:
     one = offsets_io.write_snapshot(NOW.head(1), tmp_path / "one.csv")
     store, prom = tmp_path / "plans", tmp_path / "planner.prom"
     assert run(spark, capsys, "plan", "--offsets", str(full), "--consumers", "a,b", "--output", str(store))[0] == 0
-    code, _, err = run(
-        spark, capsys, "plan", "--offsets", str(one), "--consumers", "a,b", "--output", str(store), "--metrics-file", str(prom)
-    )
+    conf = tmp_path / "planner.toml"  # the metrics file from the config file this time
+    conf.write_text(f'[plan]\nmetrics_file = "{prom}"\n')
+    code, _, err = run(spark, capsys, "plan", "--config", str(conf), "--offsets", str(one), "--consumers", "a,b", "--output", str(store))
     assert code == 1 and len(err.splitlines()) == 1
     got = samples(prom.read_text())
     assert got[("spark_lag_assign_plan_outcome", (("outcome", "refused"), ("reason", "shrink")))] == 1
@@ -163,7 +164,10 @@ def test_drain_within_sizes_the_group_and_size_to_deadline_publishes_that_plan(s
     assert got[("spark_lag_assign_sizing_drain_seconds", (("pipelines", "configured"),))] == 300
     assert set(latest(store)["consumers"]) == {"a", "b", "c", "d"}  # sizing alone changes no plan
 
-    code, out, err = run(spark, capsys, *common, "--output", str(store), "--drain-within", "500", "--size-to-deadline")
+    # the deadline and the sized plan from the config file: published for the pipelines needed
+    conf = tmp_path / "planner.toml"
+    conf.write_text("[plan]\ndrain_within = 500\nsize_to_deadline = true\n")
+    code, out, err = run(spark, capsys, "plan", "--config", str(conf), *common[1:], "--output", str(store))
     assert code == 0, err
     doc = latest(store)
     assert sorted(doc["consumers"]) == ["b", "c"]
