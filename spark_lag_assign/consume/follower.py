@@ -263,6 +263,7 @@ class PlanFollower:
         server = None
         if port is not None:  # first: a port in use is one line before anything is claimed
             server, self.metrics_port = serve(self.metrics.registry, port, addr)
+            log.info("%s: serving its metrics on %s:%d", self.consumer, addr, self.metrics_port)
         try:
             return self._run(until_drained)
         finally:
