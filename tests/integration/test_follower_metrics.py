@@ -4,7 +4,9 @@ real broker and real Spark; every exposition parsed with prometheus_client's own
 Generation 1: A reads metered-0 and -1; Z (a pipeline paused for minutes: its claim, written
 here, keeps a 600 s lease) holds metered-2 and -3. Generation 2 gives A only metered-0 and B the
 other three: A hands metered-1 over (its handover counter goes to one), and B waits for Z, its
-wait growing between scrapes, until Z's claim releases them; then B reads.
+wait growing between scrapes, until Z's claim releases them; then B reads. B's records-read and
+lease-renewal counters are broken (every update raises, as a registry whose collector broke
+would): it reads its whole backlog and renews its claim all the same.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from spark_lag_assign.consume import PlanFollower
 from spark_lag_assign.errors import ConfigError
 from spark_lag_assign.store import open_store
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
-from tests.integration.test_follower import Running, follower, hand_plan, holds, wait_until
+from tests.integration.test_follower import Running, caught_up, follower, hand_plan, holds, wait_until
 
 TOPIC, GROUP, BACKLOG = "metered", "metered-it", 40
 
@@ -40,6 +42,13 @@ def scrape(port: int | None) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
 
 def value(found: dict[Any, float], name: str, **labels: str) -> float | None:
     return found.get((name, tuple(sorted(labels.items()))))
+
+
+class Broken:
+    """A metric whose every update raises."""
+
+    def labels(self, *args: Any) -> Any:
+        raise RuntimeError("collector broke")
 
 
 def test_a_live_pipelines_endpoint_counts_its_handover_and_shows_a_wait_growing(
@@ -79,7 +88,9 @@ def test_a_live_pipelines_endpoint_counts_its_handover_and_shows_a_wait_growing(
 
         # generation 2: A keeps metered-0, B gets metered-1 (from A) and -2, -3 (from the paused Z)
         hand_plan(plan_dir, 2, {"A": {TOPIC: [0]}, "B": {TOPIC: [1, 2, 3]}, "Z": {}}, {}, group=GROUP)
-        b = Running(follower(spark, plan_dir, "B", tmp_path, bootstrap, metrics_port=0))
+        broken = follower(spark, plan_dir, "B", tmp_path, bootstrap, metrics_port=0)
+        broken.metrics._records = broken.metrics._renewals = Broken()  # type: ignore[assignment]
+        b = Running(broken)
         stack.callback(b.follower.stop)
         wait_until(lambda: a.started(2), 120, "A reads generation 2")
         found = scrape(port_a)
@@ -112,6 +123,17 @@ def test_a_live_pipelines_endpoint_counts_its_handover_and_shows_a_wait_growing(
         assert value(found, "spark_lag_assign_follower_wait_seconds", consumer="B", blocker="Z") is None  # no wait left
         assert value(found, "spark_lag_assign_follower_partitions", consumer="B") == 3
         assert value(found, "spark_lag_assign_follower_handovers_total", consumer="B") == 0  # its first start
+
+        # B's broken metrics: every micro-batch's and every renewal's update raised; it read on
+        def renewed_while_reading() -> int:
+            return sum(e.kind == "claim" and e.detail == "reading" and e.generation == 2 for e in b.follower.events)
+
+        wait_until(lambda: caught_up(bootstrap, GROUP, TOPIC, dict.fromkeys((1, 2, 3), BACKLOG)), 120, "B read its backlog")
+        wait_until(lambda: renewed_while_reading() >= 2, 60, "B renews its claim while reading")
+        found = scrape(b.follower.metrics_port)
+        assert value(found, "spark_lag_assign_follower_records_read_total", consumer="B") == 0  # never counted
+        assert value(found, "spark_lag_assign_follower_lease_renewals_total", consumer="B") == 0
+        assert b.started(2)  # raises if B's run ended with an error
 
         summaries = {name: r.finish() for name, r in (("A", a), ("B", b))}
     assert {n: s.reason for n, s in summaries.items()} == {"A": "stopped", "B": "stopped"}
