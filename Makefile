@@ -6,31 +6,32 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 MVN    ?= mvn
-JVM    := .jvm
+export MVN
+# The PySpark of .venv, within pyproject.toml's range: the newest whose Kafka source Maven
+# Central serves complete (3.5.7 and 4.0.0 are; 4.0.1 to 4.3.0 are not), so that `make test`
+# runs the consuming side too. `make test-compat` runs the other supported lines.
+PYSPARK_VERSION ?= 4.0.0
+PACK   := build/pack-venv
+# `make dist PYTHON_PREFIX=/usr`: the packed environment's bin/python links to /usr/bin/python3.11
+# on the cluster's hosts instead of to the Python that built it (README, "On a cluster")
+PYTHON_PREFIX ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
 
-.PHONY: help setup venv jvm demo lint test test-protocol test-mutation test-thorough test-cluster test-unit bench bench-speed bench-quick broker dist clean
+.PHONY: help setup venv jvm demo lint test test-compat test-protocol test-mutation test-thorough test-cluster test-unit bench bench-speed bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed-$(PYSPARK_VERSION): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' 'pyspark==$(PYSPARK_VERSION)'
+	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-$(JVM)/.fetched: conf/pom.xml
-	@command -v $(MVN) >/dev/null || { echo "Maven (mvn) is needed to fetch the Kafka and Hadoop jars" >&2; exit 1; }
-	rm -rf $(JVM)/broker $(JVM)/spark-kafka $(JVM)/hdfs $(JVM)/assignors
-	$(MVN) -B -q -f conf/pom.xml -P broker dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/broker
-	$(MVN) -B -q -f conf/pom.xml -P spark-kafka dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/spark-kafka
-	$(MVN) -B -q -f conf/pom.xml -P hdfs dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/hdfs
-	$(MVN) -B -q -f conf/pom.xml -P assignors dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory=$(abspath $(JVM))/assignors
-	@touch $@
-
-venv: $(VENV)/.installed ## create .venv and install the package with its dev tools
-jvm: $(JVM)/.fetched ## fetch the Kafka broker, Spark's Kafka source, a test HDFS and Kafka's own assignors with Maven
+venv: $(VENV)/.installed-$(PYSPARK_VERSION) ## create .venv with PySpark $(PYSPARK_VERSION) (PYSPARK_VERSION=...), the package and its dev tools
+jvm: venv ## fetch the broker, Spark's Kafka source and a test HDFS for .venv's PySpark, and Kafka's own assignors, with Maven
+	$(PY) -m spark_lag_assign.testing.jvmfetch
 setup: venv jvm ## both of the above
 
 demo: setup ## run the planner end to end on a local broker and local Spark (out/demo)
@@ -44,6 +45,9 @@ test: setup lint ## the gates, then every test: pure, Spark, against a real loca
 	$(PY) -m pytest
 	$(MAKE) --no-print-directory test-protocol
 
+test-compat: venv ## the other Spark lines, each in .venv-compat/<version>: 3.5.7, 4.0.0, 4.3.0 (README, "Versions")
+	$(PY) -m tests.compat
+
 test-protocol: venv ## the handover protocol's state machine under hypothesis' thorough profile (~100k steps)
 	$(PY) -m pytest -q tests/unit/test_handover_model.py tests/unit/test_handover_scenarios.py --hypothesis-profile=unit-thorough
 
@@ -53,7 +57,7 @@ test-mutation: venv ## mutation score of the handover's decision code against th
 test-thorough: venv ## the pure suite with every hypothesis property at 10,000 examples (bug hunting; long, not in CI)
 	$(PY) -m pytest -m "not spark and not broker and not hdfs and not jvm" --hypothesis-profile=thorough
 
-test-cluster: setup ## the proof on a Spark standalone cluster (master + 2 workers) with HDFS: kafka:// and hdfs:// stores
+test-cluster: setup dist ## the proof on a standalone cluster (master + 2 workers whose Python has nothing installed; apps ship dist/'s packed environment) with HDFS: kafka:// and hdfs:// stores
 	$(PY) -m pytest -m cluster tests/cluster
 
 test-unit: venv ## only the pure tests (no Spark, no broker, no JVM): a few minutes
@@ -71,11 +75,19 @@ bench-quick: setup ## a fast subset of the benchmarks, for development
 broker: setup ## keep a local broker running until Ctrl-C
 	$(PY) -m spark_lag_assign.testing.localkafka
 
-dist: venv ## dist/spark_lag_assign.zip, for spark-submit --py-files on a cluster
-	@mkdir -p dist
-	rm -f dist/spark_lag_assign.zip
-	$(PY) -c "import pathlib, zipfile; z = zipfile.ZipFile('dist/spark_lag_assign.zip', 'w', zipfile.ZIP_DEFLATED); [z.write(p) for p in sorted(pathlib.Path('spark_lag_assign').rglob('*')) if p.suffix in ('.py', '.typed') and 'testing' not in p.parts]; z.close()"
-	@echo "dist/spark_lag_assign.zip: pass it with --py-files; executors need pandas and pyarrow, drivers kafka-python, pydantic and tenacity too"
+dist: venv ## dist/: the wheel, and the packed environment for spark-submit --archives (venv-pack)
+	rm -rf dist build
+	@mkdir -p build
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	@# the runtime dependencies without pyspark and py4j: the cluster's Spark provides its own
+	$(PY) -c "import tomllib; print('\n'.join(d for d in tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'] if not d.startswith('pyspark')))" > build/runtime.txt
+	$(PY) -m pip freeze --exclude-editable > build/constraints.txt
+	$(PY) -m venv $(PACK)
+	$(PACK)/bin/python -m pip install --quiet -c build/constraints.txt -r build/runtime.txt
+	$(PACK)/bin/python -m pip install --quiet --no-deps dist/spark_lag_assign-*.whl
+	$(VENV)/bin/venv-pack --quiet --prefix $(PACK) $(if $(PYTHON_PREFIX),--python-prefix $(PYTHON_PREFIX)) --output dist/spark_lag_assign-env.tar.gz
+	chmod 644 dist/spark_lag_assign-env.tar.gz
+	@echo "dist/: the wheel, and spark_lag_assign-env.tar.gz for --archives (README, \"On a cluster\")"
 
-clean: ## remove outputs (keeps .venv and .jvm)
-	rm -rf out dist spark-warehouse metastore_db derby.log .pytest_cache artifacts
+clean: ## remove outputs (keeps .venv, .venv-compat and .jvm)
+	rm -rf out dist build spark-warehouse metastore_db derby.log .pytest_cache artifacts

@@ -4,7 +4,8 @@
         jobs/example_pipeline.py --store out/demo --consumers C0 \\
         --bootstrap-servers 127.0.0.1:9092 --output out/demo/sink --checkpoints out/demo/checkpoints
 
-(``--packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0`` does the same on a cluster;
+(``--packages org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.0``, at the cluster's exact Spark
+version and Scala suffix, does the same on a cluster: README, "On a cluster";
 ``--local`` runs it without spark-submit, in a local session with the jars ``make jvm`` fetched.)
 
 ``--store`` is the planner's store: ``kafka://HOST:PORT/NAME``, ``hdfs://...`` or a plan

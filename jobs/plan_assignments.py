@@ -1,7 +1,11 @@
 """spark-submit entry point of the planner: ``spark-lag-assign plan`` on the submitted session.
 
-    spark-submit --master yarn --py-files dist/spark_lag_assign.zip jobs/plan_assignments.py \
+    spark-submit --archives dist/spark_lag_assign-env.tar.gz#environment \
+        --conf spark.pyspark.python=./environment/bin/python ... jobs/plan_assignments.py \
         --config conf/cluster.example.toml
+
+(README, "On a cluster", has the whole line: ``make dist`` packs this package and its
+dependencies for the cluster's hosts.)
 
 Takes exactly the options of ``spark-lag-assign plan`` (see ``--help``); the Spark master
 and resources come from spark-submit. Exit status 0 when the plan was written, 1 on bad

@@ -306,7 +306,6 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
     from spark_lag_assign.plan import report
     from spark_lag_assign.spark import job
     from spark_lag_assign.store import parse_uri
-
     settings = plan_settings(args)
     if settings.rates is not None:  # a bad rates file fails before Spark starts
         from spark_lag_assign.core import rates as rates_io

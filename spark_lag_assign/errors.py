@@ -51,6 +51,10 @@ class JvmError(SparkLagAssignError):
     """Java or the Maven-fetched jars are missing."""
 
 
+class SparkVersionError(SparkLagAssignError):
+    """A Spark (or its Kafka source) of a version this package does not support or that does not match."""
+
+
 class ConsumerNotInPlanError(PlanError):
     """A pipeline asked for a consumer id that the plan does not name."""
 

@@ -1,4 +1,8 @@
-"""Where the JVM artifacts live: the jars ``make jvm`` fetched with Maven from conf/pom.xml."""
+"""Where the JVM artifacts live: the jars ``make jvm`` fetched with Maven from conf/pom.xml.
+
+Spark's Kafka source and the test HDFS follow the installed PySpark, so their directories
+carry its versions (``.jvm/spark-kafka-4.0.0/``, ``.jvm/hdfs-3.4.1/``): virtualenvs with
+different PySparks share one ``.jvm``."""
 
 from __future__ import annotations
 
@@ -6,12 +10,13 @@ import os
 import shutil
 from pathlib import Path
 
+from spark_lag_assign import sparkcompat
 from spark_lag_assign.errors import JvmError
 
 #: the checkout this package was installed from (editable install); ``.jvm`` sits in it
 REPO_ROOT = Path(__file__).resolve().parent.parent
 JVM_DIR = REPO_ROOT / ".jvm"
-KINDS = ("broker", "spark-kafka")
+KINDS = ("broker", "spark-kafka", "hdfs")
 
 
 def java() -> str:
@@ -31,13 +36,49 @@ def jdk_tool(name: str, hint: str) -> str:
     return found
 
 
-def jars(kind: str) -> list[Path]:
-    """The jar files of one artifact set, sorted; a clear error if they were never fetched."""
+def pyspark_home() -> Path:
+    """The installed PySpark's directory (its ``jars/``, ``bin/``): the Spark home of local runs."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def installed_spark_version() -> str:
+    """The installed PySpark's version; one line if this package does not support it."""
+    import pyspark
+
+    sparkcompat.check_supported(pyspark.__version__)
+    return pyspark.__version__
+
+
+def spark_kafka_dir(version: str) -> Path:
+    return JVM_DIR / f"spark-kafka-{version}"
+
+
+def hdfs_dir(hadoop: str) -> Path:
+    return JVM_DIR / f"hdfs-{hadoop}"
+
+
+def set_dir(kind: str) -> Path:
+    """The directory of one artifact set for the installed PySpark."""
     if kind not in KINDS:
         raise JvmError(f"unknown jar set {kind!r}; known: {', '.join(KINDS)}")
-    found = sorted((JVM_DIR / kind).glob("*.jar"))
+    if kind == "spark-kafka":
+        return spark_kafka_dir(installed_spark_version())
+    if kind == "hdfs":
+        hadoop = sparkcompat.bundled_hadoop_version(pyspark_home())
+        if hadoop is None:
+            raise JvmError(f"PySpark at {pyspark_home()} bundles no hadoop-client-api jar")
+        return hdfs_dir(hadoop)
+    return JVM_DIR / kind
+
+
+def jars(kind: str) -> list[Path]:
+    """The jar files of one artifact set, sorted; a clear error if they were never fetched."""
+    where = set_dir(kind)
+    found = sorted(where.glob("*.jar"))
     if not found:
-        raise JvmError(f"no jars in {JVM_DIR / kind}: run `make jvm` (fetches them with Maven)")
+        raise JvmError(f"no jars in {where}: run `make jvm` (fetches them with Maven for the installed PySpark)")
     return found
 
 

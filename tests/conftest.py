@@ -64,10 +64,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark():  # -> SparkSession
+def spark(request: pytest.FixtureRequest):  # -> SparkSession
+    """The one local session; with Spark's Kafka source only if a selected test reads with it
+    (marker ``kafka_source``), so the planner's tests run on a PySpark whose source Maven
+    Central does not serve."""
     from spark_lag_assign.spark.session import local_session
 
-    session = local_session("spark-lag-assign-tests")
+    with_kafka = any(item.get_closest_marker("kafka_source") for item in request.session.items)
+    session = local_session("spark-lag-assign-tests", with_kafka=with_kafka)
     yield session
     session.stop()
 

@@ -12,6 +12,8 @@ them against the real world (the store, Kafka, Spark) and reports what happened.
 ``now`` is always this process's monotonic clock, so a pause of the whole process (a GC
 pause, SIGSTOP, a slow node) shows up as time that passed: on resuming, the first thing
 the loop does is notice that its lease has lapsed and stop the query without committing.
+A call the loop waits in (a claim write waits out a broker outage) delays that first
+step, so a lease guard thread stops the query at the lapse itself (``_guard``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spark_lag_assign import sparkcompat
 from spark_lag_assign.consume.committer import (
     CommitFunction,
     ProgressCommitter,
@@ -96,13 +99,15 @@ StartQuery = Callable[[AssignedStream, str], "StreamingQuery"]
 
 @dataclass(frozen=True)
 class FollowerEvent:
-    """What a follower did and when (``time.monotonic()``), for logs and tests."""
+    """What a follower did and when (``time.monotonic()``), for logs and tests. A claim's
+    ``began`` is when its write was sent (the same clock): its lease counts from there."""
 
     at: float
     kind: str  # claim | start | stop | fence | plan | left | drained | stopped | idle | fenced | ...
     generation: int
     assign: dict[str, list[int]]
     detail: str = ""
+    began: float | None = None
 
 
 @dataclass
@@ -184,6 +189,7 @@ class PlanFollower:
         self.events: list[FollowerEvent] = []
         self._stopping = threading.Event()
         self._refused = threading.Event()
+        self._lapse_stopped: set[str] = set()  # run ids of the queries the lease guard stopped (``_guard``)
         self._query: StreamingQuery | None = None
         self._core: Handover | None = None
         self._plans: dict[int, plan_io.Plan] = {}
@@ -308,9 +314,13 @@ class PlanFollower:
         self._saw_plan(plan)
         listener = commit_listener(self.committer, self._progress)
         self.spark.streams.addListener(listener)
+        done = threading.Event()
+        guard = threading.Thread(target=self._guard, args=(core, done), name=f"lease-guard-{self.consumer}", daemon=True)
+        guard.start()
         try:
             outcome = self._loop(core, writer)
         finally:
+            done.set()
             self.spark.streams.removeListener(listener)
             if self._query is not None:  # an error left it running: never read without a lease
                 self._query.stop()
@@ -391,6 +401,9 @@ class PlanFollower:
         if self._commit is not None and core.commits is not None and self._commit.lost:
             core.commits_lost()  # a failure closed the producer: the handover reopens it, never the committer
         query = self._query
+        if query is not None and core.reading is not None and str(query.runId) in self._lapse_stopped:
+            core.lease_lapsed = True  # the guard stopped it: a lapse (a renewal that returned since revives nothing)
+            return
         if query is not None and core.reading is not None and not core.commit_refused and not query.isActive:
             error = query.exception()  # a refused write_batch ends the query too: that is no failure
             if not core.query_ended(error is not None, self.clock()):
@@ -439,14 +452,32 @@ class PlanFollower:
         needed = [Acl("READ", "Topic", t) for t in sorted({t for t, _ in holds})]
         return not_authorized(error, needed, ReadNotAuthorizedError, f"{self.consumer} reading under generation {generation}")
 
-    def _event(self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None) -> None:
+    def _guard(self, core: Handover, done: threading.Event) -> None:
+        """Stop the query once its lease lapsed, even while the loop is blocked in a store or
+        Kafka call (a claim write waits out a broker outage: kafka-python's commit_transaction
+        has no bound). The loop stops a lapsed query at its first step, but its first step comes
+        only when that call returns, and meanwhile the query would complete batch after batch.
+        The loop learns of it in ``_observe`` and stops as after any lapse."""
+        while not done.wait(0.1):
+            query = self._query
+            if query is None or core.reading is None or self.clock() < core.deadline():
+                continue
+            run = str(query.runId)  # a query restarted on its checkpoint keeps its id, not its run id
+            if run not in self._lapse_stopped and query.isActive:
+                log.warning("%s: the lease lapsed while the loop waited: stopping the query", self.consumer)
+                self._lapse_stopped.add(run)
+                query.stop()
+
+    def _event(
+        self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None, began: float | None = None
+    ) -> None:
         """Record an event; by default under the plan generation seen and what is being read."""
         core = self._core
         if holds is None:
             holds = core.reading.holds if core is not None and core.reading is not None else frozenset()
         if generation is None:
             generation = core.plan_generation if core is not None else 0
-        self.events.append(FollowerEvent(time.monotonic(), kind, generation, _assign_of(holds), detail))
+        self.events.append(FollowerEvent(time.monotonic(), kind, generation, _assign_of(holds), detail, began))
 
     def _saw_plan(self, plan: plan_io.Plan) -> None:
         assert self._core is not None
@@ -473,7 +504,7 @@ class PlanFollower:
         return out
 
     def _write(self, core: Handover, writer: Any, action: Write) -> None:
-        sent = self.clock()
+        sent, began = self.clock(), time.monotonic()
         try:
             record = writer.write(
                 action.generation, action.holds, self.lease, action.state, self._committed_json(), dict(action.fences)
@@ -491,7 +522,7 @@ class PlanFollower:
         core.wrote(record, sent)
         if core.reading is not None:
             self.metrics.renewal()
-        self._event("claim", action.state, action.generation, action.holds)
+        self._event("claim", action.state, action.generation, action.holds, began)
 
     def _read_claims(self, core: Handover) -> None:
         began = self.clock()
@@ -698,8 +729,7 @@ class PlanFollower:
                         "%s: no pause between batches within %gs; stopped mid-batch (that batch is read again)",
                         self.consumer, self.stop_timeout,
                     )  # fmt: skip
-                progress = query.lastProgress
-                ends = [s.endOffset for s in progress.sources] if progress is not None else []
+                ends = sparkcompat.source_end_offsets(query.lastProgress)
                 result, committed = self._final_commit(str(query.id), ends)
             else:
                 if "lease lapsed" in action.reason:

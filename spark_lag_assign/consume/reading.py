@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spark_lag_assign import sparkcompat
 from spark_lag_assign.consume.options import (
     TopicPartition,
     offsets_json,
@@ -108,6 +109,7 @@ def stream_for(
                 f"startingOffsets for {consumer} name {tp_names(given) or 'nothing'}, "
                 f"but it is assigned {tp_names(partitions_of(entry['assign']))}"
             )
+    sparkcompat.check_kafka_source(spark)
     reader = spark.readStream.format("kafka")
     for key, value in sorted(passed.items()):
         reader = reader.option(key, value)

@@ -288,6 +288,10 @@ def write_snapshot(offsets: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     fmt = snapshot_format(path)
     frame = validate_offsets(offsets, "offsets")
+    # a snapshot holds the offsets only: the commits' metadata (keyed by partition) is not
+    # part of its format, and Parquet would warn that it cannot store such keys
+    frame = frame.copy(deep=False)
+    frame.attrs = {}
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(tmp: str) -> None:

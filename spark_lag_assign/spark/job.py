@@ -106,6 +106,13 @@ def plan_rows(
     ``topics``: the sorted topic names and each offsets row's code into them (``_topics``);
     topics cross Spark as these codes, both ways.
     """
+    import pyspark
+
+    from spark_lag_assign import sparkcompat
+
+    # the first Spark work of a run, after every check of its input: under spark-submit this
+    # pyspark is the cluster's own (SPARK_HOME/python/lib/pyspark.zip), whatever was pip-installed
+    sparkcompat.check_supported(pyspark.__version__)
     from spark_lag_assign.spark import transforms as pipeline
 
     with tempfile.TemporaryDirectory(prefix="spark-lag-assign-") as scratch:

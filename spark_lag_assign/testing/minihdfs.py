@@ -1,8 +1,8 @@
 """A real HDFS (one NameNode, one DataNode) on loopback, for tests of the ``hdfs://`` store.
 
 It runs Hadoop's own ``org.apache.hadoop.test.MiniDFSClusterManager`` from the jars that
-``make jvm`` fetched with Maven (``.jvm/hdfs``: ``hadoop-client-minicluster`` at the Hadoop
-version PySpark bundles). The NameNode's RPC port is chosen by the kernel (port 0) unless
+``make jvm`` fetched with Maven (``.jvm/hdfs-<version>``: ``hadoop-client-minicluster`` at
+the Hadoop version PySpark bundles). The NameNode's RPC port is chosen by the kernel (port 0) unless
 one is given, and read back from the details file the manager writes once the cluster is
 up, so two clusters never race for a port. Data lives under a work directory (a fresh
 temporary one by default, removed on stop). ``MiniHDFS`` is a context manager: the cluster
@@ -46,16 +46,23 @@ class HDFSError(SparkLagAssignError):
 
 def _jars() -> str:
     """The classpath of the minicluster: a clear error if ``make jvm`` never fetched it."""
-    found = sorted((jvm.JVM_DIR / "hdfs").glob("*.jar"))
+    where = jvm.set_dir("hdfs")
+    found = sorted(where.glob("*.jar"))
     if not any(p.name.startswith("hadoop-client-minicluster-") for p in found):
-        raise JvmError(f"no hadoop-client-minicluster jar in {jvm.JVM_DIR / 'hdfs'}: run `make jvm` (fetches it with Maven)")
+        raise JvmError(f"no hadoop-client-minicluster jar in {where}: run `make jvm` (fetches it with Maven)")
     return os.pathsep.join(str(p) for p in found)
 
 
 #: Hadoop client settings for this cluster (``hadoop_store(..., hadoop_conf=...)``): closing a
 #: file waits for the NameNode to hear from the DataNode, polling from 400 ms by default,
-#: which would make every small file cost ~0.4 s on a single idle DataNode
-CLIENT_CONF = {"dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "10"}
+#: which would make every small file cost ~0.4 s on a single idle DataNode. The poll doubles
+#: its wait each retry: from 10 ms, Hadoop's 5 retries give up after 0.3 s (a busy machine's
+#: DataNode took longer: "Unable to close file because the last block ... does not have enough
+#: number of replicas"), 10 retries after about 10 s, near the default's 12 s
+CLIENT_CONF = {
+    "dfs.client.block.write.locateFollowingBlock.initial.delay.ms": "10",
+    "dfs.client.block.write.locateFollowingBlock.retries": "10",
+}
 
 
 class MiniHDFS:

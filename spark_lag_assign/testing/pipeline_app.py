@@ -5,40 +5,58 @@
 
 One process = one SparkSession (``local[1]`` unless ``--master`` names a cluster, e.g. a
 standalone master in client mode, with ``--conf`` settings such as ``spark.cores.max=1``;
-small, UI off) + one ``PlanFollower``
-for one consumer id, as one Spark application on one host of a cluster would be. Its query
-is a ``foreachBatch`` sink that collects each micro-batch's (topic, partition, offset) rows
-and hands them to ``PlanFollower.write_batch``: the records go to ``--sink-topic`` and the
-batch's end offsets to the consumer group in ONE Kafka transaction under the consumer's
-fenced transactional id, so a pipeline that was replaced writes nothing a
-``read_committed`` reader sees. Every record's value is JSON::
+small, UI off) + one ``PlanFollower`` for one consumer id, as one Spark application on one
+host of a cluster would be. Its query is a ``foreachBatch`` sink that collects each
+micro-batch's (topic, partition, offset) rows and writes them to ``--sink-topic``, in one
+of two ways (``--sink``):
+
+- ``kafka``: ``PlanFollower.write_batch`` puts the records and the batch's end offsets in
+  ONE Kafka transaction under the consumer's fenced transactional id, so a pipeline that
+  was replaced writes nothing a ``read_committed`` reader sees;
+- ``plain``: a plain (idempotent, not transactional) producer sends the records, visible at
+  once; the offsets are committed afterwards by the follower's progress listener
+  (``ProgressCommitter`` -> ``FencedGroupCommit``), as a sink that is not Kafka (files, a
+  database) would have it. Whatever a replaced pipeline writes stays visible: duplicates
+  show, and their bound is tested. Like a file sink (``jobs/example_pipeline.py``'s Parquet)
+  it never asks whether the lease is valid: stopping a query whose lease lapsed is the
+  follower's to do, and the proof checks that it does.
+
+Every record's value is JSON::
 
     {"consumer", "incarnation", "generation", "batch_id", "started", "written",
-     "topic", "partition", "offset", "value", "pid"}
+     "topic", "partition", "offset", "value", "pid", "sink"}
 
 ``incarnation`` is the follower's (the part of the checkpoint it names that the claim
 writer's incarnation id begins with, then ``+N``: the follower's N-th query, for a query
 restarted under the same generation, as after a lapsed lease, numbers its batches afresh), ``generation`` the plan generation of the query,
 ``started`` the wall clock when the batch function began (before Spark's rows are read),
-``written`` the wall clock when the records went to the transaction. After the transaction
-committed, one *batch marker* goes to ``<sink-topic>.batches`` with ``ended``, the wall
-clock after the write: a batch's interval [started, ended] covers its reading and its
-commit. A process killed between the commit and the marker leaves a batch without one;
-the analysis then bounds its end by the slowest write it saw (``batches_of``).
+``written`` the wall clock when the records went out. After the records are written
+(committed, for ``kafka``), one *batch marker* goes to ``<sink-topic>.batches`` with
+``ended``, the wall clock after the write. A process killed between the write and the
+marker leaves a batch without one; the analysis then bounds its end by the slowest write it
+saw (``batches_of``).
 
 Checkpoints go under ``--checkpoint-root`` (default ``file:///tmp/sla-checkpoints``: in a
 ``NamespacedProcess`` that is the process's private tmpfs). SIGTERM ends the run as the
-protocol's step 9 says (stop between batches, commit, release). ``--sigstop-before-claim``
-makes the process SIGSTOP its whole process group (driver and JVM) once it has read the
-plan and before its first claim, for the test to resume it with SIGCONT whenever it wants.
+protocol's step 9 says (stop between batches, commit, release). Pauses, each a SIGSTOP of
+the whole process group (driver and JVM) by the process itself, for the test to resume it
+with SIGCONT whenever it wants: ``--sigstop-before-claim`` once it has read the plan and
+before its first claim; ``--pause-on-usr1`` after a SIGUSR1, at the next batch that read
+records, just before its offsets are committed (``plain``: in a progress listener that runs
+before the follower's own; ``kafka``: before its transaction), the moment a pipeline must
+not be able to commit through once a successor took over.
 
-Every follower event is logged as a line ``EVENT {json}``, and the run's end as
-``SUMMARY {json}``; exit status 0 after a clean end, 3 if a newer incarnation fenced this
-one, 1 on any other error.
+Every follower event is logged as a line ``EVENT {json}`` with the wall clock of when it
+happened (``wall``; a claim also has ``began``, when its write was sent; a start names its
+query's ``stint``), the run's end as ``SUMMARY {json}``; exit status 0 after a clean end, 3
+if a newer incarnation fenced this one, 1 on any other error.
 
-The second half of this module is pure: parsing the sink's records and the batch markers,
-and the checks the proof asserts (losses, overlapping batches, duplicates and their
-bound, commits that went backwards), unit-tested in tests/unit/test_handover_analysis.py.
+The second half of this module is pure: the checks the proof asserts, over the sinks'
+records and batch markers, the pipelines' events, and the broker's log of every commit
+(``spark_lag_assign.testing.offsets_log``): losses; each query's live interval and their
+overlaps (I1); batches completed after a lapse (I2); commits that went backwards (I3),
+came from a replaced query (I6) or after a fence; duplicates and the bound the protocol
+gives (D), unit-tested in tests/unit/test_handover_analysis.py.
 """
 
 from __future__ import annotations
@@ -57,7 +75,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_fixed
+from spark_lag_assign.testing.offsets_log import OffsetCommit
 
 log = logging.getLogger("pipeline_app")
 
@@ -65,6 +83,9 @@ TopicPartition = tuple[str, int]
 
 #: the batch markers' topic of a sink topic
 MARKERS_SUFFIX = ".batches"
+SINKS = ("kafka", "plain")
+#: how long a sink's send waits for the broker (longer than the proof's broker outage)
+SEND_TIMEOUT = 150.0
 
 EXIT_OK, EXIT_ERROR, EXIT_FENCED = 0, 1, 3
 
@@ -82,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--consumer", required=True)
     p.add_argument("--bootstrap-servers", required=True)
     p.add_argument("--sink-topic", required=True, help="records go here; batch markers to <sink-topic>.batches")
+    p.add_argument(
+        "--sink", choices=SINKS, default="kafka",
+        help="kafka: records and offsets in one transaction (write_batch); plain: records by a plain producer, "
+        "offsets by the follower's progress listener",
+    )  # fmt: skip
     p.add_argument("--lease", type=float, default=6.0)
     p.add_argument("--poll-interval", type=float, default=0.5)
     p.add_argument("--handover-timeout", type=float, default=240.0)
@@ -92,10 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-root", default="file:///tmp/sla-checkpoints")
     p.add_argument("--driver-memory", default="640m")
     p.add_argument("--master", default="local[1]", help="Spark master, e.g. spark://127.0.0.1:7077 (client mode)")
+    p.add_argument("--conf", metavar="K=V", action="append", default=[], help="a Spark setting (repeatable), e.g. spark.cores.max=1")
     p.add_argument(
-        "--conf", metavar="K=V", action="append", default=[], help="a Spark setting (repeatable), e.g. spark.cores.max=1"
-    )
+        "--claim-transaction-timeout-ms", type=int, default=None,
+        help="kafka:// store: the claim writer's transaction timeout (the store's default if not given)",
+    )  # fmt: skip
     p.add_argument("--sigstop-before-claim", action="store_true", help="SIGSTOP the process group before the first claim")
+    p.add_argument(
+        "--pause-on-usr1", action="store_true",
+        help="after a SIGUSR1, SIGSTOP the process group just before the next batch's offsets are committed",
+    )  # fmt: skip
     return p
 
 
@@ -114,10 +146,30 @@ class BatchSink:
         self.batches = 0
         self.records = 0
         self.refused = 0
-        # the markers need no transaction: a marker only says when a committed batch ended
-        self.markers = KafkaProducer(
-            bootstrap_servers=args.bootstrap_servers, acks="all", linger_ms=0, client_id=f"sla-markers-{args.consumer}"
-        )
+        self.pauses = 0
+        self.restarts: dict[str, int] = {}
+        self.stints: list[str] = []  # the label of every query started, in order (its records carry it)
+        self._pause = threading.Event()
+        # a broker that comes back is found within a second, not after a 30 s backoff
+        common: dict[str, Any] = {"bootstrap_servers": args.bootstrap_servers, "acks": "all", "reconnect_backoff_max_ms": 1000}
+        # the markers need no transaction: a marker only says when a completed batch ended
+        self.markers = KafkaProducer(linger_ms=0, client_id=f"sla-markers-{args.consumer}", **common)
+        # idempotent (kafka-python's default): its own retries never write a record twice
+        self.plain = KafkaProducer(linger_ms=5, client_id=f"sla-sink-{args.consumer}", **common) if args.sink == "plain" else None
+
+    def arm(self) -> None:
+        """SIGUSR1: pause before the next commit of a batch that read records."""
+        self._pause.set()
+
+    def pause_here(self, why: str) -> bool:
+        """SIGSTOP the whole process group (driver and JVM) here, once per ``arm()``; True
+        once it has been resumed."""
+        if not self._pause.is_set():
+            return False
+        self._pause.clear()
+        self.pauses += 1
+        _stop_group(self.args.consumer, why)
+        return True
 
     def start(self, stream: Any, checkpoint: str) -> Any:
         # the follower names each query's checkpoint gen-<generation>-<incarnation[:8]>-<start>:
@@ -126,17 +178,17 @@ class BatchSink:
         incarnation = f"{incarnation}+{int(start)}"
         generation = int(stream.generation)
         process = self._batch_function(generation, incarnation)
-        return (
+        query = (
             stream.df.writeStream.foreachBatch(process)
             .queryName(f"pipeline-{self.args.consumer}-gen{generation}-{incarnation}")
             .option("checkpointLocation", checkpoint)
             .trigger(processingTime=self.args.trigger)
             .start()
         )
+        self.stints.append(incarnation)
+        return query
 
     def _batch_function(self, generation: int, incarnation: str) -> Any:
-        from spark_lag_assign.errors import CommitFencedError, KafkaCommitError
-
         consumer, sink, follower = self.args.consumer, self.args.sink_topic, self.follower
         pid = os.getpid()
 
@@ -144,7 +196,7 @@ class BatchSink:
             started = time.time()
             if not follower.lease_valid():
                 # the follower stops this query without committing once it notices; whatever
-                # is written regardless is fenced if someone took over
+                # is written regardless is fenced (kafka) or read again by a successor (plain)
                 log.warning("%s gen %d batch %d: the lease is not valid now", consumer, generation, batch_id)
             rows = df.selectExpr("topic", "partition", "offset", "CAST(value AS STRING) AS value").collect()
             if not rows:
@@ -170,29 +222,18 @@ class BatchSink:
                             "offset": int(r["offset"]),
                             "value": r["value"],
                             "pid": pid,
+                            "sink": self.args.sink,
                         },
                         separators=(",", ":"),
                     ).encode(),
                 )
                 for r in rows
             ]
-            # Kafka failed, nothing committed: try again, ten times at most; a refusal is final
-            policy = Retrying(
-                retry=retry_if_exception(lambda e: isinstance(e, KafkaCommitError) and not isinstance(e, CommitFencedError)),
-                stop=stop_after_attempt(10),
-                wait=wait_fixed(0.5),
-                before_sleep=lambda state: log.warning(
-                    "%s gen %d batch %d: write failed, retrying: %s",
-                    consumer, generation, batch_id, state.outcome.exception() if state.outcome else None,
-                ),
-                reraise=True,
-            )  # fmt: skip
-            try:
-                policy(follower.write_batch, ends, sink, records)
-            except CommitFencedError as exc:
-                self.refused += 1
-                log.warning("%s gen %d batch %d refused (%d records): %s", consumer, generation, batch_id, len(rows), exc)
-                raise
+            if self.plain is not None:
+                self._send_plain(sink, records)
+            else:
+                self.pause_here(f"before the transaction of batch {batch_id}")
+                self._write_transaction(ends, sink, records, f"{consumer} gen {generation} batch {batch_id}")
             ended = time.time()
             self.batches += 1
             self.records += len(rows)
@@ -207,15 +248,90 @@ class BatchSink:
                 "records": len(rows),
                 "ends": {f"{t}:{p}": o for (t, p), o in sorted(ends.items())},
             }
-            self.markers.send(markers_topic(sink), json.dumps(marker).encode()).get(timeout=30)
+            try:
+                self.markers.send(markers_topic(sink), json.dumps(marker).encode()).get(timeout=SEND_TIMEOUT)
+            except Exception as exc:  # noqa: BLE001 - the batch is written: a lost marker only loosens the analysis
+                log.warning("%s gen %d batch %d: its marker was not written: %s", consumer, generation, batch_id, exc)
 
         return process
 
+    def _send_plain(self, topic: str, records: Sequence[tuple[bytes, bytes]]) -> None:
+        """Send the records outside any transaction: visible at once, whoever reads them again.
+        The producer retries through a broker outage; a send that still fails fails the batch."""
+        assert self.plain is not None
+        futures = [self.plain.send(topic, key=key, value=value) for key, value in records]
+        self.plain.flush(timeout=SEND_TIMEOUT)
+        for future in futures:
+            future.get(timeout=SEND_TIMEOUT)
+
+    def _write_transaction(self, ends: Mapping[TopicPartition, int], topic: str, records: Sequence[tuple[bytes, bytes]], what: str) -> None:
+        """Records and offsets in one transaction; a failure is retried while the lease runs
+        (for ``--commit-timeout`` at most), a refusal never."""
+        from spark_lag_assign.errors import CommitFencedError, KafkaCommitError
+
+        deadline = time.monotonic() + self.args.commit_timeout
+        while True:
+            try:
+                self.follower.write_batch(ends, topic, records)
+                return
+            except CommitFencedError as exc:
+                self.refused += 1
+                log.warning("%s refused (%d records): %s", what, len(records), exc)
+                raise
+            except KafkaCommitError as exc:
+                if not self.follower.lease_valid() or time.monotonic() >= deadline:
+                    raise  # the lapse stops the query; or Kafka kept failing: the query fails
+                log.warning("%s: write failed, retrying: %s", what, exc)
+                time.sleep(0.5)
+
     def close(self) -> None:
-        try:
-            self.markers.close(timeout=5)
-        except Exception:  # closing must not hide the run's outcome
-            log.debug("closing the marker producer failed", exc_info=True)
+        for producer in (self.markers, self.plain):
+            try:
+                if producer is not None:
+                    producer.close(timeout=5)
+            except Exception:  # closing must not hide the run's outcome
+                log.debug("closing a producer failed", exc_info=True)
+
+
+def pause_listener(sink: BatchSink) -> Any:
+    """A ``StreamingQueryListener`` that pauses (``BatchSink.pause_here``) on the progress
+    report of a batch that read records. Added before the follower's own listener, it runs
+    first on Spark's listener thread: the follower's commit of that batch comes after the pause."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _PauseListener(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            progress = event.progress
+            if progress.numInputRows > 0 and sink.pause_here(f"before the commit of batch {progress.batchId}"):
+                # resumed: this thread commits the batch at once, as the follower's listener
+                # (next in line, on this thread) would; the follower's own loop, resumed at the
+                # same moment, may otherwise stop the query before that listener gets to it
+                sink.follower.committer.record(str(progress.id), [s.endOffset for s in progress.sources])
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    return _PauseListener()
+
+
+#: set by the SIGCONT handler (``main``): the process group was resumed
+_CONTINUED = threading.Event()
+
+
+def _stop_group(consumer: str, why: str) -> None:
+    """SIGSTOP this process's whole group (driver and JVM); returns once it was resumed.
+    The stop may reach this thread only after ``killpg`` returned, so it waits for SIGCONT."""
+    _CONTINUED.clear()
+    _emit("SIGSTOP", {"consumer": consumer, "wall": time.time(), "why": why})
+    os.killpg(os.getpgid(0), signal.SIGSTOP)
+    _CONTINUED.wait(3600)
+    _emit("SIGCONT", {"consumer": consumer, "wall": time.time()})
 
 
 def _stop_before_claim(store: Any) -> None:
@@ -224,12 +340,24 @@ def _stop_before_claim(store: Any) -> None:
 
     def claim_writer(consumer: str) -> Any:
         store.claim_writer = original
-        _emit("SIGSTOP", {"consumer": consumer, "wall": time.time(), "why": "before the first claim"})
-        os.killpg(os.getpgid(0), signal.SIGSTOP)
-        _emit("SIGCONT", {"consumer": consumer, "wall": time.time()})
+        _stop_group(consumer, "before the first claim")
         return original(consumer)
 
     store.claim_writer = claim_writer
+
+
+def event_payload(consumer: str, e: Any, offset: float, stint: str | None = None) -> dict[str, Any]:
+    """An ``EVENT`` line's payload: the follower's event with its times on the wall clock
+    (``offset``: this process's wall minus monotonic clock), when it happened, not when printed."""
+    out: dict[str, Any] = {
+        "consumer": consumer, "kind": e.kind, "generation": e.generation, "assign": e.assign,
+        "detail": e.detail, "wall": e.at + offset,
+    }  # fmt: skip
+    if e.began is not None:
+        out["began"] = e.began + offset
+    if stint is not None:
+        out["stint"] = stint
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = local_session(
         f"sla-pipeline-{args.consumer}",
         master=args.master,
+        # jars given as settings (a submitted application: spark-submit --jars or --conf) replace
+        # the checkout's, which a packed environment on a cluster does not have
+        with_kafka="spark.jars" not in conf,
         extra={
             "spark.driver.memory": args.driver_memory,
             "spark.sql.shuffle.partitions": "1",
@@ -258,10 +389,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
     )
     spark.sparkContext.setLogLevel("WARN")
-    store = open_store(args.store)
+    settings = {} if args.claim_transaction_timeout_ms is None else {"claim_transaction_timeout_ms": args.claim_transaction_timeout_ms}
+    store = open_store(args.store, **settings)
+    signal.signal(signal.SIGCONT, lambda *_: _CONTINUED.set())
     if args.sigstop_before_claim:
         _stop_before_claim(store)
     sink = BatchSink(args)
+    if args.pause_on_usr1:
+        signal.signal(signal.SIGUSR1, lambda *_: sink.arm())
+        if args.sink == "plain":  # its offsets are committed by the follower's listener, added after this one
+            spark.streams.addListener(pause_listener(sink))
     follower = PlanFollower(
         spark,
         store,
@@ -294,16 +431,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, name=f"follow-{args.consumer}")
-    _emit("READY", {"consumer": args.consumer, "pid": os.getpid(), "wall": time.time()})
+    _emit("READY", {"consumer": args.consumer, "pid": os.getpid(), "wall": time.time(), "sink": args.sink})
     thread.start()
-    seen = 0
+    seen = starts = 0
     try:
         while True:
             thread.join(timeout=0.2)
             events = follower.events
+            offset = time.time() - time.monotonic()
             for e in events[seen:]:
-                _emit("EVENT", {"consumer": args.consumer, "kind": e.kind, "generation": e.generation,
-                                "assign": e.assign, "detail": e.detail, "wall": time.time()})  # fmt: skip
+                stint = None
+                if e.kind == "start":  # the sink named the query before the follower recorded its start
+                    stint = sink.stints[starts] if starts < len(sink.stints) else "?"
+                    starts += 1
+                _emit("EVENT", event_payload(args.consumer, e, offset, stint))
             seen = len(events)
             if not thread.is_alive():
                 break
@@ -326,6 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "incarnation": s.incarnation, "commit_failures": s.commit_failures, "refused": s.refused,
             "committed": {f"{t}:{p}": o for (t, p), o in sorted(s.committed.items())},
             "batches": sink.batches, "records": sink.records, "refused_batches": sink.refused,
+            "sink": args.sink, "pauses": sink.pauses,
         })  # fmt: skip
     spark.stop()
     return status
@@ -347,6 +489,7 @@ class SinkRecord:
     topic: str
     partition: int
     offset: int
+    sink: str = "kafka"  # kafka (transactional) | plain
 
     @property
     def tp(self) -> TopicPartition:
@@ -367,6 +510,7 @@ def parse_record(value: bytes | str) -> SinkRecord:
     return SinkRecord(
         str(d["consumer"]), str(d["incarnation"]), int(d["generation"]), int(d["batch_id"]),
         float(d["started"]), float(d["written"]), str(d["topic"]), int(d["partition"]), int(d["offset"]),
+        str(d.get("sink", "kafka")),
     )  # fmt: skip
 
 
@@ -502,6 +646,156 @@ def losses(records: Iterable[SinkRecord], ends: Mapping[TopicPartition, int]) ->
     return out
 
 
+# -- queries: when each one read, from its pipeline's events ----------------------------------
+
+
+def follower_margin(lease: float) -> float:
+    """How long before its lease lapses a follower stops reading (``Handover``'s own rule)."""
+    from spark_lag_assign.consume.protocol import Handover
+
+    margin = Handover("-", "-", lease=lease).margin
+    assert margin is not None
+    return margin
+
+
+@dataclass(frozen=True)
+class Query:
+    """One streaming query of one pipeline process, from that process's events: when it
+    started, when it stopped, and until when its lease let it read (``live_end``)."""
+
+    process: str  # the pipeline process, i.e. one incarnation of the consumer
+    consumer: str
+    stint: str  # the query's label in its records: the incarnation, ``+N`` after a restart
+    generation: int
+    tps: frozenset[TopicPartition]
+    start: float
+    stop: float | None  # None: its process died with it running
+    live_end: float
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """As ``SinkRecord.stint``: the records this query wrote carry it."""
+        return (self.consumer, self.stint, self.generation)
+
+    @property
+    def ended(self) -> str:
+        """orderly (stopped within its lease) | lapse (its lease ran out first) | killed."""
+        if self.stop is None:
+            return "killed"
+        return "lapse" if self.live_end < self.stop else "orderly"
+
+    def describe(self) -> str:
+        stop = "died" if self.stop is None else f"{self.stop:.3f}"
+        return f"{self.process}/{self.stint}/gen{self.generation} live [{self.start:.3f}, {self.live_end:.3f}] stop {stop} ({self.ended})"
+
+
+def _tps(assign: Mapping[str, Sequence[int]]) -> frozenset[TopicPartition]:
+    return frozenset((str(t), int(p)) for t, ps in assign.items() for p in ps)
+
+
+def queries_of(
+    events: Sequence[Mapping[str, Any]], lease: float, *, process: str = "", died: float | None = None, margin: float | None = None
+) -> list[Query]:
+    """The queries of one pipeline process, from its ``EVENT`` payloads in the order it had them.
+
+    A query is live from its ``start`` until its ``stop``, or until its lease lapsed if that
+    came first, judged as the follower judges it (``Handover.wrote`` and ``deadline``): the
+    lease runs ``lease - margin`` from when the last claim write was *sent* (``began``), and a
+    claim sent once it had run out revives nothing until the query stopped. A query without a
+    stop (its process was SIGKILLed at ``died``) is counted live until then."""
+    m = follower_margin(lease) if margin is None else margin
+    found: list[Query] = []
+    deadline = float("-inf")
+    current: Mapping[str, Any] | None = None
+    lapsed = False
+    for e in events:
+        kind, wall = e["kind"], float(e["wall"])
+        if kind == "claim":
+            sent = float(e.get("began", wall))
+            if current is not None and sent >= deadline:
+                lapsed = True  # the deadline stays where it ran out
+            if not lapsed:
+                deadline = sent + lease - m
+        elif kind == "start":
+            current, lapsed = e, False
+        elif kind == "stop" and current is not None:
+            found.append(_query(current, process, wall, min(wall, deadline)))
+            current, lapsed = None, False
+    if current is not None:
+        end = died if died is not None else deadline
+        found.append(_query(current, process, None, end))
+    return found
+
+
+def _query(start: Mapping[str, Any], process: str, stop: float | None, live_end: float) -> Query:
+    return Query(
+        process, str(start["consumer"]), str(start.get("stint", "?")), int(start["generation"]),
+        _tps(start.get("assign", {})), float(start["wall"]), stop, live_end,
+    )  # fmt: skip
+
+
+def live_overlaps(queries: Sequence[Query]) -> list[str]:
+    """Pairs of queries of different processes (pipelines or incarnations) whose live
+    intervals on one partition intersect: I1, over each query's whole reading time."""
+    by_tp: dict[TopicPartition, list[Query]] = defaultdict(list)
+    for q in queries:
+        if q.live_end > q.start:
+            for tp in q.tps:
+                by_tp[tp].append(q)
+    found = []
+    for tp, group in sorted(by_tp.items()):
+        group = sorted(group, key=lambda q: (q.start, q.process))
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                if b.start >= a.live_end:
+                    continue
+                if a.process != b.process:
+                    found.append(f"{tp[0]}-{tp[1]}: {a.describe()} overlaps {b.describe()} by {a.live_end - b.start:.3f}s")
+    return found
+
+
+def late_batches(batches: Sequence[Batch], queries: Sequence[Query]) -> tuple[dict[tuple[str, str, int], list[Batch]], list[str]]:
+    """The batches each query completed after its live interval ended, and what breaks I2.
+
+    A batch completed after its query's lease lapsed (its pipeline was paused, or the
+    broker away) is late: at most one per query, and only of a query whose lease lapsed (a
+    query that stopped in time, or whose process died, completed nothing after). A batch
+    without a marker counts as completed when its records were written. A batch of a query
+    the events do not know is a violation too."""
+    by_key = {q.key: q for q in queries}
+    late: dict[tuple[str, str, int], list[Batch]] = defaultdict(list)
+    problems = []
+    for b in batches:
+        q = by_key.get(b.stint)
+        if q is None:
+            problems.append(f"{b.describe()} belongs to no query the pipelines' events name")
+            continue
+        if (b.ended if b.ended_known else b.written) > q.live_end:
+            late[q.key].append(b)
+    for key, found in sorted(late.items()):
+        q = by_key[key]
+        if q.ended != "lapse":
+            problems.append(f"{q.describe()} completed {len(found)} batch(es) after it stopped reading: {found[0].describe()}")
+        elif len(found) > 1:
+            problems.append(f"{q.describe()} completed {len(found)} batches after its lease lapsed (at most one): "
+                            + ", ".join(b.describe() for b in found))  # fmt: skip
+    return dict(late), problems
+
+
+def reread_allowance(queries: Sequence[Query], records: Iterable[SinkRecord]) -> dict[tuple[str, str, int], int]:
+    """How many of a query's batches later queries may read again: the bound the protocol gives.
+
+    One: the batch a stop interrupted, or the one whose commit a lapse or a kill caught. After
+    a lapse, with a sink that is not transactional, one more: the batch the pipeline completes
+    when it resumes, whose records are visible although its commit is refused (a transactional
+    sink's are fenced with it)."""
+    sinks = {r.stint: r.sink for r in records}
+    return {q.key: 2 if q.ended == "lapse" and sinks.get(q.key) == "plain" else 1 for q in queries}
+
+
+# -- duplicates and their bound -----------------------------------------------------------------
+
+
 @dataclass
 class Duplicates:
     """What was read more than once, and whether it stays within the bound."""
@@ -511,27 +805,67 @@ class Duplicates:
     boundaries: int  # changes of reader (stint) of a partition: handovers and restarts
     handovers: int  # the boundaries where the consumer or its incarnation changed
     violations: list[str]
-    per_boundary: dict[tuple[TopicPartition, tuple[str, str, int]], int] = field(default_factory=dict)
+    per_boundary: dict[tuple[TopicPartition, tuple[str, str, int]], int] = field(default_factory=dict)  # (tp, later stint): records
+    batches_again: dict[tuple[TopicPartition, tuple[str, str, int]], int] = field(default_factory=dict)  # (tp, earlier stint): batches
+    bound: int = 0  # the most records the allowances let later readers read again
+    reruns: int = 0  # records read again because a restart on the same checkpoint re-ran their batch (``rerun``)
 
 
-def duplicates(records: Iterable[SinkRecord], max_per_batch: int) -> Duplicates:
-    """Duplicates and their bound: a record is read again only around a handover, and at most
-    one batch per moved partition per handover.
+def rerun(earlier: SinkRecord, later: SinkRecord) -> bool:
+    """``later`` comes from a query restarted on ``earlier``'s checkpoint (same consumer,
+    incarnation and generation, ``+N``) re-running ``earlier``'s batch under its batch id.
+
+    After a lapse the follower restarts a query of the same generation on its checkpoint,
+    and Spark resumes from what its checkpoint recorded, not from the group's commit: a
+    batch that was written (and, through ``write_batch``, committed) before the stop
+    interrupted Spark's own bookkeeping is run again. Such a copy is counted in the bound
+    (one batch) but not judged by D, which speaks of where a new query starts."""
+    return (
+        later.consumer == earlier.consumer
+        and later.generation == earlier.generation
+        and later.incarnation.split("+")[0] == earlier.incarnation.split("+")[0]
+        and later.incarnation != earlier.incarnation
+        and later.batch_id == earlier.batch_id
+    )
+
+
+def duplicates(
+    records: Iterable[SinkRecord],
+    max_per_batch: int,
+    *,
+    commits: Sequence[OffsetCommit] = (),
+    allowance: Mapping[tuple[str, str, int], int] | None = None,
+) -> Duplicates:
+    """Duplicates and their bound: a record is read again only after a reader's last accepted
+    commit, and only from as many batches of it as the protocol lets through.
 
     Per partition, the stints (one query of one incarnation) that read it are ordered by when
-    they began. Every copy of an offset after the first must come from a later stint than
-    the first copy (never twice within one query); at each stint boundary the offsets read
-    again must all come from ONE batch of the earlier readers (the batch a stop or a lapse
-    interrupted, whose commit never happened), hence number at most ``max_per_batch`` (the
-    source's ``maxOffsetsPerTrigger``).
+    they began to. Every copy of an offset after the first must come from a later stint than
+    the copy before it (never twice within one query), and:
+
+    - D: the earlier stint read that offset at or past its last accepted commit: no commit of
+      the earlier reader's consumer and generation that the broker accepted (``commits``, the
+      ``__consumer_offsets`` log) before the later stint began reading the partition lies
+      beyond the offset; unless the later stint is a restart on the earlier's checkpoint
+      that re-ran the same batch (``rerun``, counted in ``reruns``);
+    - the offsets that later stints read again of one earlier stint come from at most
+      ``allowance[stint]`` of its batches (default one, ``reread_allowance``), hence number at
+      most that many times ``max_per_batch`` (the source's ``maxOffsetsPerTrigger``).
     """
     records = list(records)
+    allow = dict(allowance or {})
+    accepted: dict[tuple[str, int, TopicPartition], list[tuple[float, int]]] = defaultdict(list)
+    for c in commits:
+        who = c.by
+        if who is not None and c.offset is not None:
+            accepted[(who[0], who[1], c.tp)].append((c.committed_at, c.offset))
     by_tp: dict[TopicPartition, list[SinkRecord]] = defaultdict(list)
     for r in records:
         by_tp[r.tp].append(r)
     violations: list[str] = []
-    total = dup_offsets = boundaries = handovers = 0
+    total = dup_offsets = boundaries = handovers = bound = reruns = 0
     per_boundary: dict[tuple[TopicPartition, tuple[str, str, int]], int] = {}
+    batches_again: dict[tuple[TopicPartition, tuple[str, str, int]], int] = {}
     for tp, rs in sorted(by_tp.items()):
         name = f"{tp[0]}-{tp[1]}"
         first_start: dict[tuple[str, str, int], float] = {}
@@ -541,10 +875,13 @@ def duplicates(records: Iterable[SinkRecord], max_per_batch: int) -> Duplicates:
         rank = {s: i for i, s in enumerate(order)}
         boundaries += len(order) - 1
         handovers += sum(1 for a, b in itertools.pairwise(order) if a[:2] != b[:2])
+        bound += sum(allow.get(s, 1) for s in order[:-1]) * max_per_batch
         copies: dict[int, list[SinkRecord]] = defaultdict(list)
         for r in rs:
             copies[r.offset].append(r)
-        again: dict[tuple[str, str, int], list[tuple[int, tuple[str, str, int, int]]]] = defaultdict(list)
+        again: dict[tuple[str, str, int], int] = defaultdict(int)  # later stint -> records it read again
+        reread: dict[tuple[str, str, int], int] = defaultdict(int)  # earlier stint -> its records read again
+        sources: dict[tuple[str, str, int], set[int]] = defaultdict(set)  # earlier stint -> its batches read again
         for offset, cs in sorted(copies.items()):
             if len(cs) == 1:
                 continue
@@ -555,18 +892,112 @@ def duplicates(records: Iterable[SinkRecord], max_per_batch: int) -> Duplicates:
             if len(set(stints)) != len(stints):
                 violations.append(f"{name}@{offset} read twice by one query {cs[0].stint}")
             for earlier, later in itertools.pairwise(cs):
-                again[later.stint].append((offset, earlier.batch))
-        for stint, hits in sorted(again.items(), key=lambda kv: rank[kv[0]]):
-            per_boundary[(tp, stint)] = len(hits)
-            sources = {batch for _, batch in hits}
-            if len(sources) > 1:
+                again[later.stint] += 1
+                reread[earlier.stint] += 1
+                sources[earlier.stint].add(earlier.batch_id)
+                if rerun(earlier, later):
+                    reruns += 1
+                    continue  # Spark re-ran the batch its checkpoint had not recorded: not D's to judge
+                began = first_start[later.stint]
+                behind = [o for at, o in accepted.get((earlier.consumer, earlier.generation, tp), []) if at < began and o > offset]
+                if behind:
+                    violations.append(
+                        f"D: {name}@{offset} read again by {later.stint}, although {earlier.consumer}'s commit of "
+                        f"{max(behind)} under generation {earlier.generation} was accepted before it began"
+                    )
+        for stint, n in again.items():
+            per_boundary[(tp, stint)] = n
+        for stint, ids in sorted(sources.items(), key=lambda kv: rank[kv[0]]):
+            batches_again[(tp, stint)] = len(ids)
+            most = allow.get(stint, 1)
+            if len(ids) > most:
                 violations.append(
-                    f"{name}: {stint} read again {len(hits)} offsets from {len(sources)} earlier batches "
-                    f"{sorted(sources)} (at most one batch per handover)"
+                    f"{name}: {len(ids)} batches of {stint} {sorted(ids)} were read again (at most {most})"
                 )
-            if len(hits) > max_per_batch:
-                violations.append(f"{name}: {stint} read again {len(hits)} offsets, more than a batch ({max_per_batch})")
-    return Duplicates(total, dup_offsets, boundaries, handovers, violations, per_boundary)
+            if reread[stint] > most * max_per_batch:
+                violations.append(
+                    f"{name}: {reread[stint]} offsets of {stint} read again, more than {most} batch(es) ({most * max_per_batch})"
+                )
+    return Duplicates(total, dup_offsets, boundaries, handovers, violations, per_boundary, batches_again, bound, reruns)
+
+
+# -- the broker's record of every commit (``spark_lag_assign.testing.offsets_log``) --------------
+
+
+def commits_backwards(commits: Sequence[OffsetCommit]) -> list[str]:
+    """I3 on every commit: each one that set a partition's committed offset below the one
+    before it, in the order the broker's log has them (one group's, a deletion skipped)."""
+    high: dict[TopicPartition, OffsetCommit] = {}
+    found = []
+    for c in sorted(commits, key=lambda c: c.position):
+        if c.offset is None:
+            continue
+        before = high.get(c.tp)
+        if before is not None and before.offset is not None and c.offset < before.offset:
+            found.append(f"{c.topic}-{c.partition} went back: {before.describe()} then {c.describe()}")
+        if before is None or before.offset is None or c.offset >= before.offset:
+            high[c.tp] = c
+    return found
+
+
+def unknown_commits(commits: Sequence[OffsetCommit], consumers: Iterable[str], generations: Iterable[int]) -> list[str]:
+    """Commits whose metadata does not name one of ``consumers`` and a published generation
+    (``spark-lag-assign consumer=C generation=N``)."""
+    known, published = set(consumers), set(generations)
+    found = []
+    for c in commits:
+        who = c.by
+        if who is None or who[0] not in known or who[1] not in published:
+            found.append(f"a commit nobody known made: {c.describe()}")
+    return found
+
+
+def _maker(c: OffsetCommit, queries: Sequence[Query]) -> Query | None:
+    """The query a commit came from: its consumer's, of its generation, reading its
+    partition, the newest that started before the broker accepted it."""
+    who = c.by
+    if who is None:
+        return None
+    made = [q for q in queries if q.key[0] == who[0] and q.generation == who[1] and c.tp in q.tps and q.start <= c.committed_at]
+    return max(made, key=lambda q: q.start, default=None)
+
+
+def stale_commits(commits: Sequence[OffsetCommit], queries: Sequence[Query]) -> list[str]:
+    """I6 on every commit: each one comes from the query that began reading its partition
+    last (of all pipelines' queries on it, the newest that started before the broker
+    accepted the commit), never from one that a later query replaced."""
+    found = []
+    for c in commits:
+        if c.offset is None:
+            continue
+        maker = _maker(c, queries)
+        if maker is None:
+            found.append(f"{c.describe()} comes from no query reading {c.topic}-{c.partition}")
+            continue
+        on_tp = [q for q in queries if c.tp in q.tps and q.start <= c.committed_at]
+        newest = max(on_tp, key=lambda q: q.start)
+        if newest.process != maker.process or newest.key != maker.key:
+            found.append(f"{c.describe()} by {maker.describe()} was accepted after {newest.describe()} began")
+    return found
+
+
+def commits_after_fences(
+    commits: Sequence[OffsetCommit], fences: Sequence[tuple[float, str, str]], queries: Sequence[Query]
+) -> list[str]:
+    """Once a successor fenced a consumer (``fences``: (when, the fenced consumer, by whom)),
+    no commit of that consumer's earlier queries is accepted: every commit of it the broker
+    accepted after the fence comes from a query that started after the fence."""
+    found = []
+    for at, fenced, by in fences:
+        for c in commits:
+            who = c.by
+            if who is None or who[0] != fenced or c.committed_at < at:
+                continue
+            maker = _maker(c, queries)
+            if maker is None or maker.start < at:
+                what = maker.describe() if maker is not None else "no known query"
+                found.append(f"{c.describe()} by {what} was accepted after {by} fenced {fenced} at {at:.3f}")
+    return found
 
 
 def backwards(samples: Sequence[tuple[float, Mapping[TopicPartition, int]]]) -> list[str]:
@@ -581,6 +1012,7 @@ def backwards(samples: Sequence[tuple[float, Mapping[TopicPartition, int]]]) -> 
             if tp not in high or o >= high[tp][1]:
                 high[tp] = (at, o)
     return found
+
 
 
 if __name__ == "__main__":

@@ -22,8 +22,12 @@ whatever the machine has.
 
 Applications run in client mode: the driver is the submitting process, which must advertise
 an address the executors reach (``spark.driver.host``/``spark.driver.bindAddress`` =
-127.0.0.1), and executors run ``PYSPARK_PYTHON`` (this interpreter: pandas, pyarrow and
-this package are importable there).
+127.0.0.1). Executors run ``PYSPARK_PYTHON``: this interpreter by default; with ``shipped``
+(a ``Shipped``: the packed environment of ``make dist`` and a copy of it unpacked for the
+drivers), every application gets the archive with ``spark.archives`` and runs its Python
+from it, executors (``./environment/bin/python`` in their working directory) and drivers
+alike, as on a cluster whose hosts have nothing installed: then ``python`` (the workers'
+own interpreter) is one that cannot import pandas, pyarrow or this package (``bare_python``).
 
     with StandaloneCluster() as cluster:
         argv = cluster.submit_command("jobs/plan_assignments.py", "--store", ...)
@@ -44,7 +48,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -66,6 +71,47 @@ WORKER = "org.apache.spark.deploy.worker.Worker"
 
 class ClusterError(SparkLagAssignError):
     """The standalone cluster could not be started (or lost a daemon)."""
+
+
+#: where spark.archives unpacks the packed environment in each executor's working directory
+ENVIRONMENT = "environment"
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A packed environment for ``--archives`` (``make dist``) and its copy unpacked for drivers."""
+
+    archive: Path
+    driver_python: Path
+
+    @property
+    def executor_python(self) -> str:
+        return f"./{ENVIRONMENT}/bin/python"
+
+
+def bare_python(directory: Path) -> Path:
+    """A virtualenv of this interpreter's base Python with nothing installed: a worker host's Python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--clear", str(directory)], check=True)
+    return directory / "bin" / "python"
+
+
+def missing_modules(python: str | os.PathLike[str], names: Sequence[str]) -> list[str]:
+    """Which of ``names`` the interpreter ``python`` cannot import."""
+    code = (
+        "import importlib.util, sys\n"
+        "print(','.join(n for n in sys.argv[1:] if importlib.util.find_spec(n) is None))"
+    )
+    # from a neutral directory and environment, as a worker starts it: not this checkout's
+    done = subprocess.run([str(python), "-c", code, *names], capture_output=True, text=True, check=True,
+                          env={"PATH": os.environ.get("PATH", "")}, cwd=Path(python).parent)  # fmt: skip
+    return [n for n in done.stdout.strip().split(",") if n]
+
+
+def unpack(archive: Path, directory: Path) -> Shipped:
+    """The archive unpacked where a submitting host keeps it for its drivers (``tar -xzf``, as a user would)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-xzf", str(archive), "-C", str(directory)], check=True)
+    return Shipped(archive=archive.resolve(), driver_python=directory.resolve() / "bin" / "python")
 
 
 def spark_home() -> Path:
@@ -114,6 +160,7 @@ class StandaloneCluster:
         memory: str = "1g",
         daemon_memory: str = "384m",
         python: str | None = None,
+        shipped: Shipped | None = None,
         start_timeout: float = 120.0,
     ) -> None:
         self._own_workdir = workdir is None
@@ -123,6 +170,7 @@ class StandaloneCluster:
         self.memory = memory
         self.daemon_memory = daemon_memory
         self.python = python or sys.executable
+        self.shipped = shipped
         self.start_timeout = start_timeout
         self.port: int | None = None
         self.webui_port: int | None = None
@@ -165,7 +213,7 @@ class StandaloneCluster:
             "SPARK_DAEMON_JAVA_OPTS": LIGHT_JVM,
             "SPARK_LOG_DIR": str(self.log_dir),
             "SPARK_PID_DIR": str(self.workdir),
-            # executors start their Python workers with this interpreter (pandas, pyarrow, this package)
+            # the workers' own Python: what an executor runs unless its application says otherwise
             "PYSPARK_PYTHON": self.python,
             "JAVA_HOME": os.environ.get("JAVA_HOME") or str(Path(jvm.java()).resolve().parent.parent),
         }
@@ -279,8 +327,9 @@ class StandaloneCluster:
     ) -> dict[str, str]:
         """Spark settings of a client-mode application on this cluster: ``spark.cores.max``
         (else the first application takes every core), small executors, a driver that
-        advertises 127.0.0.1, executors that run this interpreter, Spark's Kafka source
-        jars (``spark.jars``: the driver serves them to the executors)."""
+        advertises 127.0.0.1, executors that run this interpreter or, with ``shipped``, the
+        packed environment's (``spark.archives``), Spark's Kafka source jars (``spark.jars``:
+        the driver serves them to the executors)."""
         conf = {
             "spark.master": self.master_url,
             "spark.submit.deployMode": "client",
@@ -299,9 +348,22 @@ class StandaloneCluster:
         opt = LIGHT_JVM + (f" -Dlog4j2.configurationFile=file:{log4j}" if log4j.exists() else "")
         conf["spark.driver.extraJavaOptions"] = opt
         conf["spark.executor.extraJavaOptions"] = opt
+        if self.shipped is not None:
+            conf.update(self.shipped_conf())
         if with_kafka:
             conf["spark.jars"] = jvm.spark_kafka_jars()
         return conf
+
+    def shipped_conf(self) -> dict[str, str]:
+        """What an application sets to run its Python from the packed environment (README, "On a cluster")."""
+        if self.shipped is None:
+            raise ClusterError("this cluster was started without a packed environment (shipped=)")
+        return {
+            "spark.archives": f"{self.shipped.archive}#{ENVIRONMENT}",
+            "spark.pyspark.python": self.shipped.executor_python,
+            "spark.executorEnv.PYSPARK_PYTHON": self.shipped.executor_python,
+            "spark.pyspark.driver.python": str(self.shipped.driver_python),
+        }
 
     def submit_command(
         self, script: str | os.PathLike[str], *args: str, conf: Mapping[str, str] | None = None, with_kafka: bool = False
@@ -315,10 +377,12 @@ class StandaloneCluster:
 
     def submit_env(self) -> dict[str, str]:
         """What a submitting process needs in its environment here."""
+        executors = self.shipped.executor_python if self.shipped is not None else self.python
+        driver = str(self.shipped.driver_python) if self.shipped is not None else self.python
         return {
             "SPARK_HOME": str(spark_home()),
-            "PYSPARK_PYTHON": self.python,
-            "PYSPARK_DRIVER_PYTHON": self.python,
+            "PYSPARK_PYTHON": executors,
+            "PYSPARK_DRIVER_PYTHON": driver,
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
 

@@ -9,6 +9,15 @@ This needs no ``addopts = -m "not cluster"``, which a second ``-m`` would silent
 The ``cluster`` fixture starts a real Spark standalone master and two workers once per
 test session; if they cannot start, every test that uses it fails with the reason
 (``ClusterError``): a cluster test never skips itself into green.
+
+The workers run a Python with nothing installed (a bare virtualenv of the base interpreter,
+checked first: it must not import pandas, pyarrow, numpy, kafka-python, pydantic, tenacity or
+this package), and every application ships ``make dist``'s packed environment with
+``spark.archives``: executors run ``./environment/bin/python`` from it. The drivers (client
+mode, on this host) run the same archive unpacked once into the session's temporary
+directory, the way a submitting host would keep it; Spark's own ``pyspark`` comes from the
+Spark installation (spark-submit puts ``$SPARK_HOME/python/lib/pyspark.zip`` on their path),
+not from the archive, which leaves pyspark and py4j out.
 """
 
 from __future__ import annotations
@@ -18,9 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from spark_lag_assign.testing.standalone import StandaloneCluster
+from spark_lag_assign import jvm
+from spark_lag_assign.testing.standalone import Shipped, StandaloneCluster, bare_python, missing_modules, unpack
 
 HERE = Path(__file__).resolve().parent
+ARCHIVE = jvm.REPO_ROOT / "dist" / "spark_lag_assign-env.tar.gz"
+#: what the jobs import beyond Spark: none of it may come from the workers' own Python
+NEEDED = ["pandas", "pyarrow", "numpy", "kafka", "pydantic", "tenacity", "spark_lag_assign"]
 
 #: scheduling slots per worker: the planner and three pipelines (1 core each) at once, plus a
 #: killed pipeline's executor until the master notices; cores are slots, not CPUs
@@ -43,9 +56,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    """A Spark standalone master and two workers on loopback (their logs under the test's tmp)."""
-    with StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=WORKER_CORES, memory=WORKER_MEMORY) as c:
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> Shipped:
+    """``make dist``'s packed environment, and its copy unpacked for the drivers."""
+    if not ARCHIVE.is_file():
+        pytest.fail(f"no {ARCHIVE.relative_to(jvm.REPO_ROOT)}: run `make dist` (`make test-cluster` does)", pytrace=False)
+    return unpack(ARCHIVE, tmp_path_factory.mktemp("driver-env"))
+
+
+@pytest.fixture(scope="session")
+def workers_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The workers' Python: a bare virtualenv that must not import what the jobs need."""
+    python = bare_python(tmp_path_factory.mktemp("workers-python"))
+    importable = sorted(set(NEEDED) - set(missing_modules(python, NEEDED)))
+    if importable:
+        pytest.fail(f"the workers' Python {python} imports {', '.join(importable)}: the proof needs one that cannot", pytrace=False)
+    return python
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory, workers_python: Path, shipped: Shipped) -> Iterator[StandaloneCluster]:
+    """A Spark standalone master and two workers on loopback (their logs under the test's tmp)
+    whose Python has nothing installed; applications ship the packed environment."""
+    workdir = tmp_path_factory.mktemp("standalone")
+    with StandaloneCluster(workdir, workers=2, cores=WORKER_CORES, memory=WORKER_MEMORY, python=str(workers_python), shipped=shipped) as c:
         yield c
 
 

@@ -37,6 +37,9 @@ from spark_lag_assign.store import ClaimRecord, open_store
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from tests.contract import directory_faults
 
+#: every test here reads with Spark's Kafka source: the shared session loads its jars
+pytestmark = pytest.mark.kafka_source
+
 REPO = Path(__file__).resolve().parents[2]
 MAX_PER_TRIGGER = 50  # a micro-batch holds at most this many records: the duplicate bound per moved partition
 LEASE = 10.0
@@ -451,6 +454,41 @@ def test_the_example_pipeline_runs_locally_reads_the_backlog_and_commits_it(
     bad = subprocess.run([*cmd[:6], "--consumers", "Z", *cmd[8:]], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert bad.returncode == 1
     assert bad.stderr.strip().splitlines()[-1].startswith("error: Z: consumer 'Z' is not in generation 1"), bad.stderr[-2000:]
+
+
+def test_a_kafka_source_of_another_spark_version_stops_the_pipeline_with_one_line_naming_both(
+    kafka: LocalKafka, fixed: str, tmp_path: Path
+) -> None:
+    """The other line's source in ``--jars`` (as a user who copied the wrong ``--packages``
+    would have): one line before Spark tries to load it, not the JVM's linkage error."""
+    import zipfile
+
+    import pyspark
+
+    from spark_lag_assign import sparkcompat
+    from spark_lag_assign.spark import session
+
+    scala, version = ("2.12", "3.5.7") if sparkcompat.scala_binary_for(pyspark.__version__) == "2.13" else ("2.13", "4.0.0")
+    foreign = tmp_path / f"spark-sql-kafka-0-10_{scala}-{version}.jar"
+    with zipfile.ZipFile(foreign, "w") as jar:
+        jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    plan_dir, out = tmp_path / "plan", tmp_path / "out"
+    hand_plan(plan_dir, 1, {"A": {fixed: [0, 1, 2]}}, {}, group="foreign-source")
+    argv = session.submit_command(
+        REPO / "jobs" / "example_pipeline.py", "--available-now", "--plan", str(plan_dir), "--consumers", "A",
+        "--bootstrap-servers", kafka.bootstrap_servers, "--output", str(out / "sink"), "--checkpoints", str(out / "chk"),
+    )  # fmt: skip
+    argv[1:1] = ["--jars", str(foreign)]
+    done = subprocess.run(argv, env=session.submit_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    said = done.stdout + done.stderr  # spark-submit's Python runner merges the script's streams
+    assert done.returncode == 1, said[-3000:]
+    errors = [line for line in said.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: A: Spark's Kafka source spark-sql-kafka-0-10_{scala} {version} does not match Spark {pyspark.__version__}: "
+        f"use {sparkcompat.kafka_source_coordinate(pyspark.__version__)}"
+    ], said[-3000:]
+    assert "Traceback" not in said
+    assert not (out / "sink").exists()
 
 
 # -- faults while running -----------------------------------------------------------------------

@@ -10,6 +10,7 @@ the group's offset back. It must hold the commit instead: only the handover reop
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,18 @@ def group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], tuple[int
     finally:
         admin.close()
     return {(tp.topic, tp.partition): (om.offset, om.metadata) for tp, om in found.items()}
+
+
+def offset_after(bootstrap: str, group: str, tp: tuple[str, int], old: int, timeout: float = 30.0) -> tuple[int, str]:
+    """The group's offset of ``tp`` once it moved from ``old``: a transaction's commit returns
+    before the coordinator has written its markers, so the new offset shows a little later
+    (seconds, after a broker restart)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        offset, note = group_offsets(bootstrap, group)[tp]
+        if offset != old or time.monotonic() > deadline:
+            return offset, note
+        time.sleep(0.2)
 
 
 def opened(bootstrap: str, group: str, store: str, consumer: str, timeout_ms: int = 5000) -> FencedGroupCommit:
@@ -55,7 +68,7 @@ def test_a_commit_failure_never_lets_a_zombie_undo_its_successors_fence(kafka: L
     commit(bootstrap, group, {tp: 0})
     a = opened(bootstrap, group, store, "A")
     a({tp: 10}, 1)
-    assert group_offsets(bootstrap, group)[tp][0] == 10
+    assert offset_after(bootstrap, group, tp, 0)[0] == 10
     a._producer.close(timeout=1)  # a transient fault: the producer is unusable, as write() leaves it after one
     with pytest.raises(KafkaCommitError) as failed:
         a({tp: 15}, 1)
@@ -64,11 +77,11 @@ def test_a_commit_failure_never_lets_a_zombie_undo_its_successors_fence(kafka: L
     try:
         with pytest.raises(CommitHeldError):
             a({tp: 20}, 1)  # the zombie's commit: held, no producer opened behind the protocol's back
-        offset, note = group_offsets(bootstrap, group)[tp]
+        offset, note = offset_after(bootstrap, group, tp, 10)
         assert offset == 60 and parse_metadata(note) == ("B", 2)
         # and once the handover does reopen A (a new start), B's fence is what refuses A's old producer
         b({tp: 61}, 2)
-        assert group_offsets(bootstrap, group)[tp][0] == 61
+        assert offset_after(bootstrap, group, tp, 60)[0] == 61
     finally:
         a.close()
         b.close()
@@ -93,7 +106,7 @@ def test_a_broker_outage_in_the_middle_never_undoes_the_fence(tmp_path: Path) ->
         try:
             with pytest.raises(CommitHeldError):
                 a({tp: 20}, 1)
-            offset, note = group_offsets(bootstrap, group)[tp]
+            offset, note = offset_after(bootstrap, group, tp, 10)
             assert offset == 60 and parse_metadata(note) == ("B", 2)
         finally:
             a.close()

@@ -55,6 +55,7 @@ def test_the_plan_follows_the_lag_rules_and_the_lag_strategy(planned: Path) -> N
     assert json.loads((planned / "assign" / "C1.json").read_text()) == {"orders": [1, 2]}
 
 
+@pytest.mark.kafka_source
 def test_the_kafka_source_reads_exactly_the_records_of_the_consumers_partitions(
     planned: Path,
     kafka: LocalKafka,

@@ -11,6 +11,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 import spark_lag_assign as sla
+from spark_lag_assign import sparkcompat
 from spark_lag_assign.core.lag import EARLIEST, LATEST
 from spark_lag_assign.spark import transforms as pipeline
 
@@ -139,14 +140,21 @@ def test_spark_plan_equals_the_pure_plan(spark, strategy: str) -> None:  # type:
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.kafka_source
 def test_the_session_loads_the_kafka_source_of_pysparks_exact_version(spark) -> None:  # type: ignore[no-untyped-def]
     import pyspark
 
+    from spark_lag_assign import jvm
+
+    # PyPI's 3.5.x is built for Scala 2.12, 4.x for 2.13: the suffix is read from PySpark's own jars
+    scala = sparkcompat.bundled_scala_binary(jvm.pyspark_home())
+    assert scala == {"3": "2.12", "4": "2.13"}[pyspark.__version__[0]]
     jars = sorted(Path(j).name for j in spark.conf.get("spark.jars").split(",") if Path(j).name.startswith("spark-"))
     assert jars == [
-        f"spark-sql-kafka-0-10_2.13-{pyspark.__version__}.jar",
-        f"spark-token-provider-kafka-0-10_2.13-{pyspark.__version__}.jar",
+        f"spark-sql-kafka-0-10_{scala}-{pyspark.__version__}.jar",
+        f"spark-token-provider-kafka-0-10_{scala}-{pyspark.__version__}.jar",
     ]
+    assert spark.version == pyspark.__version__
 
 
 @pytest.mark.parametrize("strategy", ["sticky", "lag-sticky"])
@@ -274,8 +282,8 @@ def test_rows_may_name_their_topics_by_code_into_the_topics_given(spark, strateg
     df = spark.createDataFrame(frame, schema="topic string, partition int, lag long, starting_offset long")
     prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
     named = df.transform(pipeline.with_previous_owner(prev_df))
-    position = F.array_position(F.array(*map(F.lit, topics)), F.col("topic")).cast("int") - 1  # 1-based
-    coded = named.select(position.alias("topic_code"), "partition", "lag", "starting_offset", "previous_owner")
+    codes = spark.createDataFrame(list(zip(topics, range(len(topics)))), schema="topic string, topic_code int")
+    coded = named.join(codes, "topic").select("topic_code", "partition", "lag", "starting_offset", "previous_owner")
     assert "topic" not in coded.columns
     want = named.transform(pipeline.assign_partitions(subs, strategy, seed=3, topics=topics))
     got = coded.transform(pipeline.assign_partitions(subs, strategy, seed=3, topics=topics))

@@ -54,6 +54,8 @@ PURE = [
     "spark_lag_assign.extract.offsets",
     "spark_lag_assign.extract.retry",
     "spark_lag_assign.extract.uris",
+    # what differs between Spark lines: versions, directories and the objects callers hand it
+    "spark_lag_assign.sparkcompat",
     # the control plane: stores and the consuming side; Spark reaches them only as objects
     # passed in (a session, a DataFrame), never by an import of their own
     "spark_lag_assign.store",
@@ -81,6 +83,7 @@ PURE = [
     # the application: the roles' ACLs, over the store and the consuming side
     "spark_lag_assign.roles",
     "spark_lag_assign.testing",  # a docstring: importing the package runs nothing
+    "spark_lag_assign.testing.offsets_log",
     "spark_lag_assign.testing.workloads",
 ]
 
@@ -96,6 +99,7 @@ SPARK_EDGE = [
     "spark_lag_assign.spark.session",
     "spark_lag_assign.store.hadoop",
     "spark_lag_assign.testing.localkafka",
+    "spark_lag_assign.testing.jvmfetch",
     "spark_lag_assign.testing.minihdfs",
     "spark_lag_assign.testing.namespaces",
     "spark_lag_assign.testing.pipeline_app",
@@ -313,7 +317,7 @@ def test_the_package_runs_as_a_module() -> None:
 #: one above: the data goes down once and comes back once. The package root (lazy public
 #: names) and ``__main__`` sit on top of everything.
 LAYERS = [
-    ["errors", "jvm", "metrics"],
+    ["errors", "jvm", "sparkcompat", "metrics"],
     ["core"],
     ["plan"],
     ["assignors", "sizing"],

@@ -1,0 +1,208 @@
+"""The broker's own record of a group's offset commits: ``__consumer_offsets``, decoded.
+
+A group coordinator appends every offset commit it accepts to ``__consumer_offsets`` (one
+record per partition committed) before it answers; a transactional commit
+(``TxnOffsetCommit``, what ``FencedGroupCommit`` sends) is appended inside the producer's
+transaction, so a ``read_committed`` reader sees it only once the transaction committed,
+and never one that was aborted (fenced). Read that way, the log is the history of every
+commit the group accepted, in the order it accepted them, with the metadata each carried:
+a proof can judge every commit, not samples of the group's offsets.
+
+Records, as Kafka 4.x writes them (``group-coordinator/src/main/resources/common/message``):
+
+- key: ``int16`` record type, then the key's fields. Types 0 (``LegacyOffsetCommitKey``)
+  and 1 (``OffsetCommitKey``) are offset commits, both ``group: string, topic: string,
+  partition: int32``; 2 (``GroupMetadataKey``) and every higher type (KIP-848 and share
+  groups' records) are not offsets and are skipped.
+- value: ``int16`` version, then ``offset: int64``, ``leaderEpoch: int32`` (v3+),
+  ``metadata: string``, ``commitTimestamp: int64`` (ms), ``expireTimestamp: int64`` (v1
+  only); v4 is flexible: ``metadata`` is a compact string and tagged fields follow (tag 0:
+  ``topicId``, a UUID), which are skipped. A null value deletes the committed offset.
+- ``string``: ``int16`` length then UTF-8; compact: unsigned varint ``length + 1``.
+
+``decode`` is pure (unit-tested in tests/unit/test_offsets_log.py); ``read_commits`` reads
+the log from a broker.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from spark_lag_assign.consume.kafka_commit import parse_metadata
+
+TOPIC = "__consumer_offsets"
+#: the key types that are offset commits (Legacy and current OffsetCommitKey)
+OFFSET_COMMIT_KEYS = (0, 1)
+
+
+class DecodeError(ValueError):
+    """A record of ``__consumer_offsets`` that does not follow the schemas above."""
+
+
+@dataclass(frozen=True)
+class OffsetCommit:
+    """One offset commit the coordinator accepted (or, with ``offset`` None, a deletion)."""
+
+    position: tuple[int, int]  # (partition of __consumer_offsets, offset in it): the log order
+    group: str
+    topic: str
+    partition: int
+    offset: int | None
+    metadata: str = ""
+    committed_at: float = 0.0  # commitTimestamp: the broker's wall clock, in seconds
+    leader_epoch: int = -1
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def by(self) -> tuple[str, int] | None:
+        """(consumer, generation) from the metadata, or None if it is not a pipeline's."""
+        return parse_metadata(self.metadata)
+
+    def describe(self) -> str:
+        return (
+            f"{self.topic}-{self.partition}={self.offset} at {self.committed_at:.3f} "
+            f"[{self.metadata or 'no metadata'}] (log {self.position[0]}/{self.position[1]})"
+        )
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.at + n > len(self.data):
+            raise DecodeError(f"needs {n} bytes at {self.at}, has {len(self.data) - self.at}")
+        out = self.data[self.at : self.at + n]
+        self.at += n
+        return out
+
+    def int16(self) -> int:
+        return int(struct.unpack(">h", self.take(2))[0])
+
+    def int32(self) -> int:
+        return int(struct.unpack(">i", self.take(4))[0])
+
+    def int64(self) -> int:
+        return int(struct.unpack(">q", self.take(8))[0])
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self.take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise DecodeError("an unsigned varint longer than 5 bytes")
+
+    def string(self) -> str:
+        n = self.int16()
+        if n < 0:
+            raise DecodeError("a null string where the schema has none")
+        return self.take(n).decode()
+
+    def compact_string(self) -> str:
+        n = self.uvarint()
+        if n == 0:
+            raise DecodeError("a null compact string where the schema has none")
+        return self.take(n - 1).decode()
+
+    def tagged_fields(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()  # the tag: none of them is needed here
+            self.take(self.uvarint())
+
+    def end(self) -> None:
+        if self.at != len(self.data):
+            raise DecodeError(f"{len(self.data) - self.at} bytes left over")
+
+
+def decode_key(key: bytes) -> tuple[str, str, int] | None:
+    """(group, topic, partition) of an offset-commit key; None for any other record type."""
+    r = _Reader(key)
+    kind = r.int16()
+    if kind not in OFFSET_COMMIT_KEYS:
+        return None
+    group, topic, partition = r.string(), r.string(), r.int32()
+    r.end()
+    return group, topic, partition
+
+
+def decode_value(value: bytes) -> tuple[int, int, str, int]:
+    """(offset, leader epoch, metadata, commit timestamp in ms) of an offset-commit value."""
+    r = _Reader(value)
+    version = r.int16()
+    if not 0 <= version <= 4:
+        raise DecodeError(f"OffsetCommitValue version {version} is not one of 0-4")
+    offset = r.int64()
+    epoch = r.int32() if version >= 3 else -1
+    metadata = r.compact_string() if version >= 4 else r.string()
+    timestamp = r.int64()
+    if version == 1:
+        r.int64()  # expireTimestamp
+    if version >= 4:
+        r.tagged_fields()
+    r.end()
+    return offset, epoch, metadata, timestamp
+
+
+def decode(position: tuple[int, int], key: bytes | None, value: bytes | None) -> OffsetCommit | None:
+    """One record of ``__consumer_offsets`` as an ``OffsetCommit``; None if it is not one."""
+    if key is None:
+        return None
+    found = decode_key(key)
+    if found is None:
+        return None
+    group, topic, partition = found
+    if value is None:
+        return OffsetCommit(position, group, topic, partition, None)
+    offset, epoch, metadata, timestamp = decode_value(value)
+    return OffsetCommit(position, group, topic, partition, offset, metadata, timestamp / 1000.0, epoch)
+
+
+def of_group(commits: Iterable[OffsetCommit], group: str) -> list[OffsetCommit]:
+    """A group's commits in log order (a group lives in one partition of the log)."""
+    return sorted((c for c in commits if c.group == group), key=lambda c: c.position)
+
+
+def read_commits(bootstrap_servers: str, group: str | None = None, *, timeout: float = 120.0) -> list[OffsetCommit]:
+    """Every offset commit in ``__consumer_offsets`` that a ``read_committed`` reader sees,
+    up to the log's end as of the call, in log order; only ``group``'s if given."""
+    from kafka import KafkaConsumer
+    from kafka.structs import TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers, client_id="sla-offsets-log", enable_auto_commit=False,
+        isolation_level="read_committed", auto_offset_reset="earliest", max_partition_fetch_bytes=4 * 1024 * 1024,
+    )  # fmt: skip
+    try:
+        partitions = consumer.partitions_for_topic(TOPIC)
+        if not partitions:
+            return []
+        tps = [TopicPartition(TOPIC, p) for p in sorted(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)  # the last stable offsets: open transactions are not read past
+        found: list[OffsetCommit] = []
+        deadline = time.monotonic() + timeout
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {TOPIC} did not reach {ends} within {timeout:g}s")
+            for tp, records in consumer.poll(timeout_ms=1000, max_records=5000).items():
+                for rec in records:
+                    commit = decode((tp.partition, rec.offset), rec.key, rec.value)
+                    if commit is not None and (group is None or commit.group == group):
+                        found.append(commit)
+        return sorted(found, key=lambda c: c.position)
+    finally:
+        consumer.close()
+
+
+__all__ = ["TOPIC", "DecodeError", "OffsetCommit", "decode", "decode_key", "decode_value", "of_group", "read_commits"]

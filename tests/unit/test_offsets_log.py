@@ -1,0 +1,109 @@
+"""``__consumer_offsets`` records decoded as Kafka 4.x writes them: every value version, the
+key types that are not offsets, deletions, and records that do not follow the schemas."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from spark_lag_assign.testing.offsets_log import DecodeError, OffsetCommit, decode, decode_key, decode_value, of_group
+
+
+def string(text: str) -> bytes:
+    raw = text.encode()
+    return struct.pack(">h", len(raw)) + raw
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def compact(text: str) -> bytes:
+    raw = text.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+def key(kind: int, group: str = "g", topic: str = "orders", partition: int = 3) -> bytes:
+    return struct.pack(">h", kind) + string(group) + string(topic) + struct.pack(">i", partition)
+
+
+META = "spark-lag-assign consumer=A generation=4"
+
+
+def value(version: int, offset: int = 1234, metadata: str = META, ts: int = 1_700_000_000_123, epoch: int = 7) -> bytes:
+    out = struct.pack(">h", version) + struct.pack(">q", offset)
+    if version >= 3:
+        out += struct.pack(">i", epoch)
+    out += compact(metadata) if version >= 4 else string(metadata)
+    out += struct.pack(">q", ts)
+    if version == 1:
+        out += struct.pack(">q", ts + 86_400_000)
+    if version >= 4:
+        topic_id = bytes(range(16))
+        out += uvarint(1) + uvarint(0) + uvarint(len(topic_id)) + topic_id  # tag 0: topicId
+    return out
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_every_value_version_decodes(version: int) -> None:
+    offset, epoch, metadata, ts = decode_value(value(version))
+    assert (offset, metadata, ts) == (1234, META, 1_700_000_000_123)
+    assert epoch == (7 if version >= 3 else -1)
+
+
+def test_a_flexible_value_without_tagged_fields_and_with_a_long_metadata() -> None:
+    long = "x" * 300  # a compact length of two varint bytes
+    raw = struct.pack(">hqi", 4, 9, -1) + compact(long) + struct.pack(">q", 5) + uvarint(0)
+    assert decode_value(raw) == (9, -1, long, 5)
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+def test_both_offset_commit_keys_decode(kind: int) -> None:
+    assert decode_key(key(kind)) == ("g", "orders", 3)
+
+
+@pytest.mark.parametrize("kind", [2, 3, 5, 12])
+def test_other_record_types_are_skipped(kind: int) -> None:
+    assert decode_key(struct.pack(">h", kind) + string("g")) is None
+    assert decode((0, 1), struct.pack(">h", kind) + string("g"), b"anything") is None
+
+
+def test_a_record_becomes_a_commit_with_its_place_in_the_log() -> None:
+    c = decode((0, 42), key(1), value(3))
+    assert c == OffsetCommit((0, 42), "g", "orders", 3, 1234, META, 1_700_000_000.123, 7)
+    assert c.tp == ("orders", 3) and c.by == ("A", 4)
+    assert "orders-3=1234" in c.describe()
+
+
+def test_a_null_value_is_a_deletion_and_foreign_metadata_names_nobody() -> None:
+    gone = decode((0, 1), key(1), None)
+    assert gone is not None and gone.offset is None
+    c = decode((0, 2), key(1), value(3, metadata=""))
+    assert c is not None and c.by is None
+
+
+def test_records_that_break_the_schema_are_refused() -> None:
+    with pytest.raises(DecodeError, match="version 9"):
+        decode_value(value(3)[:0] + struct.pack(">h", 9) + value(3)[2:])
+    with pytest.raises(DecodeError, match="needs 8 bytes"):
+        decode_value(value(3)[:-4])  # a truncated timestamp
+    with pytest.raises(DecodeError, match="left over"):
+        decode_value(value(2) + b"\x00")
+    with pytest.raises(DecodeError, match="null string"):
+        decode_key(struct.pack(">h", 1) + struct.pack(">h", -1))
+    with pytest.raises(DecodeError, match="null compact string"):
+        decode_value(struct.pack(">hqi", 4, 1, -1) + uvarint(0) + struct.pack(">q", 5) + uvarint(0))
+
+
+def test_a_group_is_picked_out_in_log_order() -> None:
+    a = decode((0, 9), key(1, "g"), value(3, offset=2))
+    b = decode((0, 3), key(1, "g"), value(3, offset=1))
+    other = decode((0, 5), key(1, "h"), value(3))
+    assert a is not None and b is not None and other is not None
+    assert of_group([a, other, b], "g") == [b, a]
