@@ -85,9 +85,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.assignors import lagsticky
+from spark_lag_assign.assignors import engine, lagsticky
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
-from spark_lag_assign.assignors.engine import model, placement, runs
 from spark_lag_assign.core import rates as rates_mod
 from spark_lag_assign.errors import InputError, StrategyError
 
@@ -277,11 +276,11 @@ def _deal(owner: np.ndarray, problem: GroupProblem, k: np.ndarray) -> np.ndarray
     return out
 
 
-def _placed(group: model._Group, owner: np.ndarray) -> model._State:
+def _placed(group: engine.Group, owner: np.ndarray) -> engine.State:
     """The search's state of a plan that keeps lag-sticky's count rules (every reader of a
     topic holds floor or ceil of its share): loads, counts, and who holds a topic's extra."""
     n = group.consumers
-    state = model._State.begin(group, owner)
+    state = engine.State.begin(group, owner)
     state.count[:] = np.bincount(owner, minlength=n)
     base = (group.stop - group.start) // group.reads.sum(axis=1)
     few = base[group.topic] == 0  # a topic with fewer partitions than readers: holding one is the extra
@@ -302,15 +301,15 @@ def _kept(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
     lags = np.asarray(problem.lags, dtype=np.int64)
     relative = None if np.all(speed == speed[0]) else speed / speed.max()
     horizon = 1e9 if math.isinf(bound) else max(bound, 1.0)
-    group = model._group(problem, consumers, weights=_weights(lags, produce, horizon), speed=relative)
-    previous = model._previous(group, problem, consumers)
+    group = engine.build_group(problem, consumers, weights=_weights(lags, produce, horizon), speed=relative)
+    previous = engine.previous_owners(group, problem, consumers)
     return _restored(group, previous) if (previous >= 0).any() else None
 
 
-def _restored(group: model._Group, previous: np.ndarray) -> np.ndarray:
+def _restored(group: engine.Group, previous: np.ndarray) -> np.ndarray:
     """The previous owners with lag-sticky's count rules restored (step 1-3, sticky)."""
-    state = model._State.begin(group, previous)
-    placement._distribute(group, state, sticky=True)
+    state = engine.State.begin(group, previous)
+    engine.distribute(group, state, sticky=True)
     return state.owner
 
 
@@ -340,20 +339,20 @@ def _search(
     # per consumer costs a cast of every row at each step of the search)
     relative = None if np.all(speed == speed[0]) else speed / speed.max()
 
-    def group_for(t: float) -> model._Group:
-        return model._group(problem, consumers, weights=_weights(lags, produce, t), speed=relative)
+    def group_for(t: float) -> engine.Group:
+        return engine.build_group(problem, consumers, weights=_weights(lags, produce, t), speed=relative)
 
     group = group_for(horizon)
-    previous = model._previous(group, problem, consumers)
+    previous = engine.previous_owners(group, problem, consumers)
     sticky = bool((previous >= 0).any())
     # step 1
     if start is not None:  # from a plan of the same consumers that keeps the count rules (lag-sticky's)
         state = _placed(group, start)
-        runs._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
+        engine.improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
     elif sticky:
-        state = runs._sticky(group, previous, opts.margin, opts.max_swaps)
+        state = engine.from_previous(group, previous, opts.margin, opts.max_swaps)
     else:
-        state = runs._fresh(group, opts.margin, opts.max_swaps)
+        state = engine.from_scratch(group, opts.margin, opts.max_swaps)
     best = state.owner.copy()
     found = score(best)
     # step 2: reweigh at the makespan reached and search again, within one budget of max_swaps steps
@@ -364,8 +363,8 @@ def _search(
             break
         horizon = max(target, 1.0)
         group = group_for(horizon)
-        state.load[:] = model._sum_by(state.owner, group.lag, group.consumers)
-        budget -= runs._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, budget)
+        state.load[:] = engine.sum_by(state.owner, group.lag, group.consumers)
+        budget -= engine.improve(group, state, (1 + opts.margin / 4) * group.lower_bound, budget)
         now = score(state.owner)
         if not _better(now, found):
             break

@@ -14,9 +14,10 @@ Priorities, in order (balance over stickiness, as in KIP-54):
    it to move, or the plan's heaviest consumer carries more than (1 + tolerance) times the
    bound.
 
-Steps (``_fresh`` and ``_sticky`` run them in this order):
+Steps (``from_scratch`` and ``from_previous`` run them in this order; the functions named
+below are in ``spark_lag_assign.assignors.engine``):
 
-1. Quotas (``_distribute``, ``_sticky_quotas``). Which readers get each topic's P mod C
+1. Quotas (``distribute``, ``_sticky_quotas``). Which readers get each topic's P mod C
    extras. From scratch: water-filling, topic by topic, to the readers expecting the fewest
    partitions, then the least lag placed so far, then the smallest id; with identical
    subscriptions this alone keeps the group within one. With a previous plan: a reader that
@@ -38,10 +39,10 @@ Steps (``_fresh`` and ``_sticky`` run them in this order):
    dealt along one ring of the consumers ranked as above, and a round that gives everyone
    a row is reversed every other time (a snake). A topic heavy enough to matter on its own
    is always a batch of one, placed round by round: on small groups nothing is batched.
-4. Even counts (``_even_counts``), where subscriptions differ: extras move from a consumer
+4. Even counts (``even_counts``), where subscriptions differ: extras move from a consumer
    two partitions above another to that other, each time the partition that best evens
    their lags.
-5. Improve (``_Search``). Local search on the most loaded consumer, with steps that keep
+5. Improve (``Search``). Local search on the most loaded consumer, with steps that keep
    every count rule: swap two partitions of one topic; move an extra to a reader holding
    only the base of that topic and fewer partitions in all; exchange extras of two topics.
    A step is taken only if it lowers the higher load of the two consumers involved. From
@@ -108,8 +109,7 @@ from typing import Any
 import numpy as np
 
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
-from spark_lag_assign.assignors.engine.model import _group, _previous
-from spark_lag_assign.assignors.engine.runs import _fresh, _sticky
+from spark_lag_assign.assignors.engine import build_group, from_previous, from_scratch, previous_owners
 from spark_lag_assign.errors import StrategyError
 
 #: the options ``assign(..., strategy="lag-sticky", **options)`` takes, with their defaults
@@ -137,12 +137,12 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
     consumers = list(problem.consumers)
     if len(problem.partitions) == 0:
         return np.zeros(0, dtype=np.int64)
-    group = _group(problem, consumers)
-    previous = _previous(group, problem, consumers)
+    group = build_group(problem, consumers)
+    previous = previous_owners(group, problem, consumers)
     if (previous >= 0).any():
-        state = _sticky(group, previous, tolerance, max_swaps)
+        state = from_previous(group, previous, tolerance, max_swaps)
     else:
-        state = _fresh(group, tolerance, max_swaps)
+        state = from_scratch(group, tolerance, max_swaps)
     return state.owner
 
 

@@ -1,5 +1,5 @@
-"""The lag-balancing engine's data: the problem as integer arrays (``_Group``), the plan
-being built (``_State``), and how both are made from a ``GroupProblem``."""
+"""The lag-balancing engine's data: the problem as integer arrays (``Group``), the plan
+being built (``State``), and how both are made from a ``GroupProblem``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from spark_lag_assign.errors import InputError
 
 
 @dataclass(frozen=True)
-class _Group:
+class Group:
     """The problem in integer arrays: rows sorted by (topic, partition), consumers by id."""
 
     lag: np.ndarray  # int64 per row
@@ -51,7 +51,7 @@ class _Group:
 
 
 @dataclass
-class _State:
+class State:
     owner: np.ndarray  # int64 consumer index per row (-1: not placed yet)
     previous: np.ndarray  # int64 previous owner per row (-1: none or no longer valid)
     load: np.ndarray  # int64 lag per consumer
@@ -59,13 +59,13 @@ class _State:
     extra: np.ndarray  # bool (topics, consumers): consumer holds ceil(P/C) of the topic, not floor
 
     @classmethod
-    def begin(cls, group: _Group, previous: np.ndarray) -> _State:
+    def begin(cls, group: Group, previous: np.ndarray) -> State:
         """Every row with its previous owner, loads counted from them; counts come later."""
         held = previous >= 0
         return cls(
             owner=previous.copy(),
             previous=previous,
-            load=_sum_by(previous[held], group.lag[held], group.consumers),
+            load=sum_by(previous[held], group.lag[held], group.consumers),
             count=np.zeros(group.consumers, dtype=np.int64),
             extra=np.zeros(group.reads.shape, dtype=bool),
         )
@@ -75,11 +75,11 @@ class _State:
 # the problem as arrays
 
 
-def _group(
+def build_group(
     problem: GroupProblem, consumers: list[str], weights: np.ndarray | None = None, speed: np.ndarray | None = None
-) -> _Group:
+) -> Group:
     """The problem as arrays; ``weights`` (int64 per row) replace the lags, ``speed`` makes
-    consumers unequal (see ``_Group.speed``)."""
+    consumers unequal (see ``Group.speed``)."""
     lag = np.asarray(problem.lags if weights is None else weights, dtype=np.int64)
     # loads are exact int64 sums; refuse totals that could wrap rather than plan on garbage
     if float(lag.sum(dtype=np.float64)) >= 2.0**62:
@@ -112,10 +112,10 @@ def _group(
     else:
         speed = np.asarray(speed, dtype=np.float64)
         lower_bound = max(total / float(speed.sum()), float(lag.max()) / float(speed.max()))
-    return _Group(lag, topic, start, stop, reads, readers, identical, lower_bound, speed)
+    return Group(lag, topic, start, stop, reads, readers, identical, lower_bound, speed)
 
 
-def _previous(group: _Group, problem: GroupProblem, consumers: list[str]) -> np.ndarray:
+def previous_owners(group: Group, problem: GroupProblem, consumers: list[str]) -> np.ndarray:
     """The previous owner of each row as a consumer index, -1 where there is none."""
     given = problem.previous
     # list.count compares by identity first: the cheapest way to see a list of nothing but None
@@ -134,7 +134,7 @@ def _previous(group: _Group, problem: GroupProblem, consumers: list[str]) -> np.
     return previous
 
 
-def _sum_by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+def sum_by(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     """Exact int64 sums of ``values`` grouped by ``index`` (bincount would go through float)."""
     out = np.zeros(size, dtype=np.int64)
     np.add.at(out, index, values)

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark_lag_assign.assignors.engine.model import _Group, _State
+from spark_lag_assign.assignors.engine.model import Group, State
 
 # ---------------------------------------------------------------------------------------------
 # steps 1-3: quotas, sheds, placement
 
 
-def _distribute(group: _Group, state: _State, sticky: bool) -> None:
+def distribute(group: Group, state: State, sticky: bool) -> None:
     """Steps 1-3: quotas, then (previous plan) keep and shed, then placement, topics heaviest
     partition first. Topics are placed in batches (``_batches``), each against the loads at
     its start; a batch of one topic is placed round by round with fresh loads."""
@@ -79,7 +79,7 @@ STALE = 1 / 32
 LAPS = 2
 
 
-def _batches(group: _Group, weight: np.ndarray, laps: np.ndarray | None = None) -> list[np.ndarray]:
+def _batches(group: Group, weight: np.ndarray, laps: np.ndarray | None = None) -> list[np.ndarray]:
     """Positions 0..len(weight)-1 cut into runs: a new run after the one whose cumulative
     weight (what one topic can add to a consumer: its rounds, or its rows per reader where
     the extras go round one ring, x its heaviest row) crosses a
@@ -113,7 +113,7 @@ def _ranges(firsts: np.ndarray, lasts: np.ndarray) -> np.ndarray:
 
 
 def _fresh_topic(
-    group: _Group, state: _State, t: int, base: np.ndarray, extras: np.ndarray, expected: np.ndarray, scale: int
+    group: Group, state: State, t: int, base: np.ndarray, extras: np.ndarray, expected: np.ndarray, scale: int
 ) -> None:
     """One topic from scratch: water-filling of its extras to the readers with the fewest
     partitions expected, then the least lag so far, then the smallest id; then LPT rounds.
@@ -131,7 +131,7 @@ def _fresh_topic(
 
 
 def _fresh_batch(
-    group: _Group, state: _State, topics: np.ndarray, base: np.ndarray, extras: np.ndarray, expected: np.ndarray,
+    group: Group, state: State, topics: np.ndarray, base: np.ndarray, extras: np.ndarray, expected: np.ndarray,
     slot: np.ndarray,
 ) -> None:
     """Several topics from scratch (identical subscriptions), against the loads at the start:
@@ -159,7 +159,7 @@ def _fresh_batch(
 
 
 def _fill(
-    group: _Group, state: _State, topics: np.ndarray, rows: np.ndarray, room_t: np.ndarray, room_c: np.ndarray,
+    group: Group, state: State, topics: np.ndarray, rows: np.ndarray, room_t: np.ndarray, room_c: np.ndarray,
     room_m: np.ndarray, slot: np.ndarray,
 ) -> None:
     """LPT rounds for several topics at once, against the loads at the start: per topic, the
@@ -206,7 +206,7 @@ class _Held:
     count: np.ndarray  # per pair, how many rows it held
 
     @classmethod
-    def of(cls, group: _Group, previous: np.ndarray) -> _Held:
+    def of(cls, group: Group, previous: np.ndarray) -> _Held:
         n = group.consumers
         held_rows = np.flatnonzero(previous >= 0)
         key = group.topic[held_rows] * n + previous[held_rows]
@@ -219,7 +219,7 @@ class _Held:
 
 
 def _keep(
-    group: _Group, state: _State, base: np.ndarray, order: np.ndarray, holdings: _Held
+    group: Group, state: State, base: np.ndarray, order: np.ndarray, holdings: _Held
 ) -> tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
     """Step 2: every row stays with its previous owner up to the owner's quota of its topic;
     an owner above it sheds the surplus (``_sheds``), topics heaviest first. Returns the free
@@ -258,14 +258,14 @@ def _keep(
     return free, room
 
 
-def _base(group: _Group) -> tuple[np.ndarray, np.ndarray]:
+def _base(group: Group) -> tuple[np.ndarray, np.ndarray]:
     """Per topic, the partitions every reader gets (floor P/C) and how many get one more (P mod C)."""
     size = group.stop - group.start
     n_readers = group.reads.sum(axis=1)
     return size // n_readers, size % n_readers
 
 
-def _sticky_quotas(group: _Group, state: _State, base: np.ndarray, extras: np.ndarray, holdings: _Held) -> None:
+def _sticky_quotas(group: Group, state: State, base: np.ndarray, extras: np.ndarray, holdings: _Held) -> None:
     """Which readers of each topic get its extra partitions, keeping as many previous owners
     as the count rules allow. A reader *claims* an extra where it held more than the base.
 
@@ -280,7 +280,7 @@ def _sticky_quotas(group: _Group, state: _State, base: np.ndarray, extras: np.nd
     lightest = np.minimum.reduceat(group.lag[holdings.rows], first) if len(first) else first
     topic_of, consumer_of = holdings.topic, holdings.consumer
     claim = (held > base[topic_of]) & (extras[topic_of] > 0)
-    # consumer-major, as _even_counts reads them: the rows of one consumer
+    # consumer-major, as even_counts reads them: the rows of one consumer
     claimed_by = np.zeros((n_consumers, len(base)), dtype=bool)
     claimed_by[consumer_of[claim], topic_of[claim]] = True
     excess = state.load - group.fair(group.lag)
@@ -316,10 +316,10 @@ def _sticky_quotas(group: _Group, state: _State, base: np.ndarray, extras: np.nd
         i = int(np.argmin((cost + 2) * len(base) + topics))  # the cheapest, then the first topic
         return int(cost[i]), int(topics[i])
 
-    _even_counts(group, expected, state.extra, state.load, price, lambda giver, taker, topic: None)
+    even_counts(group, expected, state.extra, state.load, price, lambda giver, taker, topic: None)
 
 
-def _ranked(fits: bool, scale: int, count: np.ndarray, load: np.ndarray, group: _Group, who: np.ndarray) -> np.ndarray:
+def _ranked(fits: bool, scale: int, count: np.ndarray, load: np.ndarray, group: Group, who: np.ndarray) -> np.ndarray:
     """Positions sorted by (count, load or time, position)."""
     if group.speed is not None:
         return np.lexsort((group.times(load, who), count))
@@ -346,7 +346,7 @@ def _sheds(lags: np.ndarray, need: int, excess: float) -> np.ndarray:
     return np.asarray(picked, dtype=np.int64)
 
 
-def _place(rows: np.ndarray, readers: np.ndarray, room: np.ndarray, group: _Group, state: _State) -> None:
+def _place(rows: np.ndarray, readers: np.ndarray, room: np.ndarray, group: Group, state: State) -> None:
     """LPT in rounds: heaviest rows first, each round one row to every reader with room left,
     the lightest-loaded reader getting the heaviest row."""
     if len(rows) == 0:
@@ -373,8 +373,8 @@ def _place(rows: np.ndarray, readers: np.ndarray, room: np.ndarray, group: _Grou
 HandOver = Callable[[int, int, np.ndarray], tuple[int, int]]
 
 
-def _even_counts(
-    group: _Group, count: np.ndarray, extra: np.ndarray, load: np.ndarray, price: HandOver,
+def even_counts(
+    group: Group, count: np.ndarray, extra: np.ndarray, load: np.ndarray, price: HandOver,
     apply: Callable[[int, int, int], None], width: int = 8,
 ) -> None:
     """Step 4: while a consumer holds 2+ partitions more than another that reads a topic it
@@ -477,7 +477,7 @@ def _hand_over_many(
     return made
 
 
-def _move_extra(group: _Group, state: _State) -> tuple[HandOver, Callable[[int, int, int], None]]:
+def move_extra(group: Group, state: State) -> tuple[HandOver, Callable[[int, int, int], None]]:
     """For a placed plan: any topic; move the giver's partition whose lag best evens out the pair."""
 
     def price(giver: int, taker: int, topics: np.ndarray) -> tuple[int, int]:

@@ -5,23 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark_lag_assign.assignors.engine.model import _Group, _State
-from spark_lag_assign.assignors.engine.placement import _distribute, _even_counts, _move_extra
-from spark_lag_assign.assignors.engine.search import _Search
+from spark_lag_assign.assignors.engine.model import Group, State
+from spark_lag_assign.assignors.engine.placement import distribute, even_counts, move_extra
+from spark_lag_assign.assignors.engine.search import Search
 
 
-def _fresh(group: _Group, tolerance: float, max_swaps: int) -> _State:
+def from_scratch(group: Group, tolerance: float, max_swaps: int) -> State:
     """A plan from scratch, improved until within a quarter of the tolerance of the bound:
     headroom so that the next runs, sticky, need not move anything while lags drift a little."""
-    state = _State.begin(group, np.full(len(group.lag), -1, dtype=np.int64))
-    _distribute(group, state, sticky=False)
+    state = State.begin(group, np.full(len(group.lag), -1, dtype=np.int64))
+    distribute(group, state, sticky=False)
     if not group.identical:
-        _even_counts(group, state.count, state.extra, state.load, *_move_extra(group, state))
-    _improve(group, state, (1 + tolerance / 4) * group.lower_bound, max_swaps)
+        even_counts(group, state.count, state.extra, state.load, *move_extra(group, state))
+    improve(group, state, (1 + tolerance / 4) * group.lower_bound, max_swaps)
     return state
 
 
-def _sticky(group: _Group, previous: np.ndarray, tolerance: float, max_swaps: int) -> _State:
+def from_previous(group: Group, previous: np.ndarray, tolerance: float, max_swaps: int) -> State:
     """The previous plan with the count rules restored (step 1-3); improved (step 5) only if
     its heaviest consumer carries more than 1 + tolerance times the bound, and then only down
     to 1 + tolerance times what a plan from scratch achieves (the counts can put the bound
@@ -29,23 +29,23 @@ def _sticky(group: _Group, previous: np.ndarray, tolerance: float, max_swaps: in
     is returned. If ``max_swaps`` stops it first, the plan as far as it got is returned: it
     only ever lowered the heaviest load, and it moved at most two partitions a step beyond
     what the counts forced, where the plan from scratch would move most of them."""
-    state = _State.begin(group, previous)
-    _distribute(group, state, sticky=True)
+    state = State.begin(group, previous)
+    distribute(group, state, sticky=True)
     limit = (1 + tolerance) * group.lower_bound
     if group.peak(state.load) <= limit:
         return state
-    fresh = _fresh(group, tolerance, max_swaps)
+    fresh = from_scratch(group, tolerance, max_swaps)
     limit = max(limit, (1 + tolerance) * group.peak(fresh.load))
-    taken = _improve(group, state, limit, max_swaps)
+    taken = improve(group, state, limit, max_swaps)
     if group.peak(state.load) <= limit or taken >= max_swaps:
         return state
     return fresh
 
 
-def _improve(group: _Group, state: _State, limit: float, max_swaps: int) -> int:
+def improve(group: Group, state: State, limit: float, max_swaps: int) -> int:
     """Step 5, then step 4 again where subscriptions differ: a move of the search can leave
     a consumer two above another that could take one of its extras. Returns the steps taken."""
-    taken = _Search(group, state).run(limit, max_swaps)
+    taken = Search(group, state).run(limit, max_swaps)
     if not group.identical:
-        _even_counts(group, state.count, state.extra, state.load, *_move_extra(group, state))
+        even_counts(group, state.count, state.extra, state.load, *move_extra(group, state))
     return taken

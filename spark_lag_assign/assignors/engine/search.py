@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-from spark_lag_assign.assignors.engine.model import _Group, _State
+from spark_lag_assign.assignors.engine.model import Group, State
 
 # ---------------------------------------------------------------------------------------------
 # step 5: local search on the most loaded consumer
@@ -39,14 +39,14 @@ class _Holdings:
         self.arrived.setdefault(c, []).append(row)
 
 
-class _Search:
+class Search:
     """Local search on the most loaded consumer (step 5). Three kinds of step keep every
     count rule: a swap of two partitions of one topic; a move of a topic's extra partition
     to a reader at the topic's floor with fewer partitions in all; an exchange of two extra
     partitions of different topics. A step is taken only if it lowers the higher load of
     the two consumers it touches."""
 
-    def __init__(self, group: _Group, state: _State) -> None:
+    def __init__(self, group: Group, state: State) -> None:
         self.group, self.state = group, state
 
     def _index(self) -> None:
