@@ -50,6 +50,8 @@ PURE = [
     "spark_lag_assign.assignors.roundrobin",
     "spark_lag_assign.assignors.shuffle",
     "spark_lag_assign.assignors.sticky",
+    "spark_lag_assign.assignors.sticky_counts",
+    "spark_lag_assign.assignors.sticky_rows",
     # the edges to Kafka and files
     "spark_lag_assign.extract",
     "spark_lag_assign.extract.acls",
