@@ -326,7 +326,10 @@ def _search(
     """Steps 1 and 2 on ``problem``'s consumers (each its own reader, of speed ``speed``):
     the best plan found, and with a previous plan its owners with the counts restored.
     ``score`` gives the (makespan, overload) of an owner array, ``bound`` the group's fluid
-    lower bound (of the real consumers: a split one can take a partition none of its parts could)."""
+    lower bound (of the real consumers: a split one can take a partition none of its parts could).
+
+    Longer than most: steps 1 and 2 share the state, the horizon, the weights and one budget
+    of steps, which two functions would have to hand back and forth."""
     lags = np.asarray(problem.lags, dtype=np.int64)
     if math.isinf(bound):
         # producers outrun the whole group: no plan drains; spread the produce rates instead

@@ -245,14 +245,7 @@ class _Balancer:
                     heapq.heappush(heap, (d, 0, c))
         if best is None:
             return [], reached
-        path: list[int] = []
-        c = best[2]
-        while via_pair_c[c] >= 0:  # sources were never reached through a class
-            take = int(via_pair_c[c])
-            give = int(via_pair_k[lay.pair_class[take]])
-            path[:0] = [give, take]
-            c = int(lay.pair_consumer[give])
-        return path, reached
+        return _chain_to(lay, best[2], via_pair_c, via_pair_k), reached
 
     def chain_moves(self) -> bool:
         """Improving chains, level by level from the most loaded; True if any was made."""
@@ -333,6 +326,18 @@ class _Balancer:
     def _shift(self, pair: int, by: int) -> None:
         self.x[pair] += by
         self.loads[self.lay.pair_consumer[pair]] += by
+
+
+def _chain_to(lay: _Layout, c: int, via_pair_c: np.ndarray, via_pair_k: np.ndarray) -> list[int]:
+    """The path ``_Balancer._cheapest_chain`` found to consumer ``c``, walked back from it: the
+    pairs, alternating give and take, from a source to ``c``."""
+    path: list[int] = []
+    while via_pair_c[c] >= 0:  # sources were never reached through a class
+        take = int(via_pair_c[c])
+        give = int(via_pair_k[lay.pair_class[take]])
+        path[:0] = [give, take]
+        c = int(lay.pair_consumer[give])
+    return path
 
 
 def _negative_cycles(n_nodes: int, src: np.ndarray, dst: np.ndarray, cost: np.ndarray) -> list[list[int]]:

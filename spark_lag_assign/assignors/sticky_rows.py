@@ -90,26 +90,8 @@ def _kept_of_shrinking(
     deletion unbalances it less), then by a per-owner rotation over topics, then row order.
     """
     n_rows, n_topics, n = len(lay.row_class), lay.n_topics, len(rows)
-    every = n == n_rows  # a join: every row is a candidate, so no gathering
-    prev = lay.row_prev if every else lay.row_prev[rows]
-    topic = lay.row_topic if every else lay.row_topic[rows]
-    pair = lay.row_pair if every else lay.row_pair[rows]
-    # rows ascend, so a stable sort by owner leaves each (owner, topic) group contiguous
-    by_owner = _stable_order(prev)
-    topic_by_owner = topic[by_owner]
-    prev_by_owner = prev[by_owner]
-    group_start = np.flatnonzero(
-        np.r_[True, (topic_by_owner[1:] != topic_by_owner[:-1]) | (prev_by_owner[1:] != prev_by_owner[:-1])]
-    )
-    within = np.empty(n, dtype=np.int64)
-    within[by_owner] = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
-    subscribers = np.diff(lay.ptr)[lay.row_class if every else lay.row_class[rows]]
-    excess = (within + 1) * subscribers - np.bincount(lay.row_topic, minlength=n_topics)[topic]
-    excess -= excess.min()
+    pair, by_owner, excess, rotation, typical = _keeping_keys(lay, rows, lags)
     widest = int(excess.max()) + 1
-    rotation = topic - prev
-    rotation %= n_topics
-    typical = np.abs((lags if every else lags[rows]) - lags.mean())
 
     # one integer per row, ascending in keeping order, when the four keys fit in 62 bits
     if typical.min() == typical.max():
@@ -143,6 +125,35 @@ def _kept_of_shrinking(
     pair_sorted = pair[order]
     rank = np.arange(len(order)) - np.searchsorted(pair_sorted, pair_sorted, side="left")
     return rows[order][rank < keep[pair_sorted]]
+
+
+def _keeping_keys(
+    lay: _Layout, rows: np.ndarray, lags: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What ``_kept_of_shrinking`` orders ``rows`` by: per row its pair, how far its owner is
+    over its fair share of the row's topic (shifted to start at 0), its owner's rotation over
+    topics and its distance from the group's average lag; and the rows' order by owner."""
+    n_rows, n_topics, n = len(lay.row_class), lay.n_topics, len(rows)
+    every = n == n_rows  # a join: every row is a candidate, so no gathering
+    prev = lay.row_prev if every else lay.row_prev[rows]
+    topic = lay.row_topic if every else lay.row_topic[rows]
+    pair = lay.row_pair if every else lay.row_pair[rows]
+    # rows ascend, so a stable sort by owner leaves each (owner, topic) group contiguous
+    by_owner = _stable_order(prev)
+    topic_by_owner = topic[by_owner]
+    prev_by_owner = prev[by_owner]
+    group_start = np.flatnonzero(
+        np.r_[True, (topic_by_owner[1:] != topic_by_owner[:-1]) | (prev_by_owner[1:] != prev_by_owner[:-1])]
+    )
+    within = np.empty(n, dtype=np.int64)
+    within[by_owner] = np.arange(n) - np.repeat(group_start, np.diff(np.r_[group_start, n]))
+    subscribers = np.diff(lay.ptr)[lay.row_class if every else lay.row_class[rows]]
+    excess = (within + 1) * subscribers - np.bincount(lay.row_topic, minlength=n_topics)[topic]
+    excess -= excess.min()
+    rotation = topic - prev
+    rotation %= n_topics
+    typical = np.abs((lags if every else lags[rows]) - lags.mean())
+    return pair, by_owner, excess, rotation, typical
 
 
 class _Held:
@@ -180,11 +191,9 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
     and the partitions that move go heaviest first to the receivers holding the least lag.
     With equal lags neither rule changes anything.
     """
-    n_rows, n_cons = len(lay.row_class), lay.n_consumers
+    n_rows = len(lay.row_class)
     keep = np.minimum(counts, kept_before)
     owner = np.full(n_rows, -1, dtype=np.int64)
-    topic_class = np.zeros(lay.n_topics, dtype=np.int64)
-    topic_class[lay.row_topic] = lay.row_class
     subscribers = np.diff(lay.ptr)
 
     rows = np.flatnonzero(lay.row_pair >= 0)
@@ -215,35 +224,47 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
             fresh_rows = fresh_rows[_stable_order(lay.row_class[fresh_rows])]
         owner[fresh_rows] = lay.pair_consumer[slots]
 
-    # elsewhere each topic's open partitions go to the short consumers holding the fewest of
-    # it; the topics with the most open partitions first, while everyone still has room
+    # elsewhere each topic's open partitions go to the short consumers holding the fewest of it
     rest = open_rows[has_kept[lay.row_class[open_rows]]]
     if len(rest):
-        receivers = np.bincount(lay.pair_class[short > 0], minlength=len(subscribers))
-        if (receivers[lay.row_class[rest]] == 1).all():  # a join: one taker per class takes all
-            taker = np.full(len(subscribers), -1, dtype=np.int64)
-            taker[lay.pair_class[short > 0]] = lay.pair_consumer[short > 0]
-            owner[rest] = taker[lay.row_class[rest]]
-            return owner
-        placed = owner >= 0
-        lag_held = np.bincount(owner[placed], weights=lags[placed], minlength=n_cons)
-        topics, first, sizes = np.unique(lay.row_topic[rest], return_index=True, return_counts=True)
-        held = _Held(lay, owner, kept_rows, topics)
-        for i in np.lexsort((topics, -sizes)).tolist():
-            t, m = int(topics[i]), int(sizes[i])
-            k = int(topic_class[t])
-            seg = slice(int(lay.ptr[k]), int(lay.ptr[k + 1]))
-            cons = lay.pair_consumer[seg]
-            got = _capped_fill(held.of(i, cons), short[seg], m)
-            short[seg] -= got
-            open_t = rest[first[i] : first[i] + m]
-            if m > 1 and lags[open_t].min() != lags[open_t].max():
-                # heaviest first, round-robin over the receivers from the least loaded with lag
-                open_t = open_t[np.argsort(-lags[open_t], kind="stable")]
-                takers = np.flatnonzero(got)
-                takers = takers[np.argsort(lag_held[cons[takers]], kind="stable")]
-                owner[open_t] = cons[takers[_interleave(np.arange(len(takers)), got[takers])]]
-            else:
-                owner[open_t] = _interleave(cons, got)
-            np.add.at(lag_held, owner[open_t], lags[open_t])
+        _deal_open(lay, owner, rest, short, kept_rows, lags)
     return owner
+
+
+def _deal_open(
+    lay: _Layout, owner: np.ndarray, rest: np.ndarray, short: np.ndarray, kept_rows: np.ndarray, lags: np.ndarray
+) -> None:
+    """The open partitions ``rest`` (of classes where something stayed) into ``owner``: each
+    topic's to the consumers still short of their count (``short`` per pair, used up here)
+    holding the fewest of it; the topics with the most open partitions first, while everyone
+    still has room; within a topic the heaviest first to the receivers holding the least lag."""
+    n_classes, n_cons = len(lay.ptr) - 1, lay.n_consumers
+    receivers = np.bincount(lay.pair_class[short > 0], minlength=n_classes)
+    if (receivers[lay.row_class[rest]] == 1).all():  # a join: one taker per class takes all
+        taker = np.full(n_classes, -1, dtype=np.int64)
+        taker[lay.pair_class[short > 0]] = lay.pair_consumer[short > 0]
+        owner[rest] = taker[lay.row_class[rest]]
+        return
+    topic_class = np.zeros(lay.n_topics, dtype=np.int64)
+    topic_class[lay.row_topic] = lay.row_class
+    placed = owner >= 0
+    lag_held = np.bincount(owner[placed], weights=lags[placed], minlength=n_cons)
+    topics, first, sizes = np.unique(lay.row_topic[rest], return_index=True, return_counts=True)
+    held = _Held(lay, owner, kept_rows, topics)
+    for i in np.lexsort((topics, -sizes)).tolist():
+        t, m = int(topics[i]), int(sizes[i])
+        k = int(topic_class[t])
+        seg = slice(int(lay.ptr[k]), int(lay.ptr[k + 1]))
+        cons = lay.pair_consumer[seg]
+        got = _capped_fill(held.of(i, cons), short[seg], m)
+        short[seg] -= got
+        open_t = rest[first[i] : first[i] + m]
+        if m > 1 and lags[open_t].min() != lags[open_t].max():
+            # heaviest first, round-robin over the receivers from the least loaded with lag
+            open_t = open_t[np.argsort(-lags[open_t], kind="stable")]
+            takers = np.flatnonzero(got)
+            takers = takers[np.argsort(lag_held[cons[takers]], kind="stable")]
+            owner[open_t] = cons[takers[_interleave(np.arange(len(takers)), got[takers])]]
+        else:
+            owner[open_t] = _interleave(cons, got)
+        np.add.at(lag_held, owner[open_t], lags[open_t])
