@@ -20,7 +20,7 @@ from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign import assignors
-from spark_lag_assign.assignors import frontend, range as range_, roundrobin, sticky
+from spark_lag_assign.assignors import frontend, range as range_, roundrobin, sticky_rows
 from spark_lag_assign.assignors.base import GroupProblem, TopicProblem
 from spark_lag_assign.core.quality import moved
 from spark_lag_assign.core.subscriptions import (
@@ -327,11 +327,11 @@ def test_sticky_picks_the_same_partitions_to_give_up_by_maxima_packed_keys_or_so
 ) -> None:
     first, later, lags = churn(np.random.default_rng(seed))
     plans = [sla.assign(lags, later, "sticky", previous=first)]
-    monkeypatch.setattr(sticky, "_FEW_DROPS", 0)  # sort the packed keys instead of taking maxima
+    monkeypatch.setattr(sticky_rows, "_FEW_DROPS", 0)  # sort the packed keys instead of taking maxima
     plans.append(sla.assign(lags, later, "sticky", previous=first))
-    monkeypatch.setattr(sticky, "_PACK_LIMIT", 0)  # sort by the keys in turn, unpacked
-    monkeypatch.setattr(sticky, "_DENSE_PER_ROW", 0)  # held counts from sorted keys, not a table
-    monkeypatch.setattr(sticky, "_DENSE_FLOOR", 0)
+    monkeypatch.setattr(sticky_rows, "_PACK_LIMIT", 0)  # sort by the keys in turn, unpacked
+    monkeypatch.setattr(sticky_rows, "_DENSE_PER_ROW", 0)  # held counts from sorted keys, not a table
+    monkeypatch.setattr(sticky_rows, "_DENSE_FLOOR", 0)
     plans.append(sla.assign(lags, later, "sticky", previous=first))
     for plan in plans[1:]:
         pd.testing.assert_frame_equal(plan, plans[0])
