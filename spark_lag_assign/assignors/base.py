@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
@@ -100,50 +100,6 @@ class GroupProblem:
         index = self.codes().index
         lists = [index.names[members].tolist() for members in index.class_members]
         return {str(t): lists[k] for t, k in zip(index.topics, index.topic_class.tolist()) if k >= 0}
-
-
-class EncodedProblem(GroupProblem):
-    """A ``GroupProblem`` as the front end builds it, from its codes: ``topics`` and
-    ``previous`` (object arrays as long as the rows, which strategies working on codes never
-    read) are made from ``encoded`` when first read, so that they cost nothing to those that
-    do not. Given as None, they are to be made so."""
-
-    @property
-    def topics(self) -> np.ndarray:
-        topics: np.ndarray | None = self.__dict__.get("_topics")
-        if topics is None:
-            codes = self._codes_given()
-            topics = self.__dict__["_topics"] = np.asarray(codes.index.topics, dtype=object)[codes.row_topic]
-        return topics
-
-    @topics.setter
-    def topics(self, value: np.ndarray | None) -> None:
-        self.__dict__["_topics"] = value
-
-    @property
-    def previous(self) -> Sequence[str | None] | np.ndarray:
-        previous: Sequence[str | None] | np.ndarray | None = self.__dict__.get("_previous")
-        if previous is None:
-            codes = self._codes_given()
-            named = np.concatenate([codes.index.names, np.array([None], dtype=object)])  # -1: None
-            previous = self.__dict__["_previous"] = named[codes.previous]
-        return previous
-
-    @previous.setter
-    def previous(self, value: Sequence[str | None] | np.ndarray | None) -> None:
-        self.__dict__["_previous"] = value
-
-    def _codes_given(self) -> Encoded:
-        if self.encoded is None:
-            raise ValueError("an EncodedProblem made from its codes needs them")
-        return self.encoded
-
-    @classmethod
-    def of(cls, encoded: Encoded, partitions: np.ndarray, lags: np.ndarray, **fields: Any) -> EncodedProblem:
-        """The problem of these rows: their topics are ``encoded``'s, and so are their previous
-        owners unless ``fields`` (the other fields) give them."""
-        fields.setdefault("previous", None)
-        return cls(cast(np.ndarray, None), partitions, lags, encoded=encoded, **fields)
 
 
 TopicAssignor = Callable[[TopicProblem], Sequence[str]]

@@ -7,18 +7,15 @@ returns one row per assigned partition. Nothing here imports Spark or talks to K
 The front end does each piece of work once, on arrays: the subscriptions are validated and
 indexed once (``SubscriptionIndex``), topics and consumers become integer codes once (hashing
 only the first of each run of equal values, as frames sorted or grouped by topic have few
-runs, or one value per object where rows share a few objects), input already sorted by
-(topic, partition) is not sorted again, the previous plan is matched to the rows through a
+runs), input already sorted by (topic, partition) is not sorted again, the previous plan is matched to the rows through a
 lookup table, and strategies with ``assign_codes`` hand back consumer codes, from which the
-invariant check and the output frame are built directly (a counting sort by owner, each
-consumer's id repeated over its block). The problem's columns of strings (``topics``, the
-previous owners' names) are made only if a strategy reads them (``EncodedProblem``).
+invariant check and the output frame are built directly (a stable sort by owner, each
+consumer's id repeated over its block).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
-from spark_lag_assign.assignors.base import Encoded, EncodedProblem, GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.assignors.base import Encoded, GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.core.invariants import check_owner_codes
 from spark_lag_assign.core.subscriptions import (
     SubscriptionIndex,
@@ -58,15 +55,6 @@ def get_strategy(name: str) -> Strategy:
         return STRATEGIES[name]
     except KeyError:
         raise StrategyError(f"unknown strategy {name!r}; valid: {', '.join(STRATEGIES)}") from None
-
-
-#: pandas' counting sort (its groupby's), two to three times as fast as numpy's stable argsort of
-#: consumer codes; (indexer, counts with the count of -1 first) for codes in [-1, n)
-_groupsort: Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]] | None
-try:
-    _groupsort = getattr(importlib.import_module("pandas._libs.algos"), "groupsort_indexer", None)
-except ImportError:  # pragma: no cover - a pandas without it
-    _groupsort = None
 
 
 # -- the lags frame -----------------------------------------------------------------------------
@@ -102,7 +90,7 @@ def _factorize_sorted(column: pd.Series) -> tuple[np.ndarray, np.ndarray, np.nda
         return (*_sorted_codes(codes, uniques), None)
     values = column.to_numpy(dtype=object)
     heads = run_starts(values)
-    if heads is None:  # few objects, as pyarrow makes them, are hashed one value per object
+    if heads is None:  # short runs: every value is hashed
         return (*_sorted_codes(*factorize(values)), None)
     # grouped by topic, as snapshots and plans are: hash and rank one value per run
     firsts = values[heads]
@@ -391,14 +379,14 @@ def _problem(
         subscribed = index.subscribed[row_topic]
         positions = np.flatnonzero(subscribed) if positions is None else positions[subscribed]
         row_topic, partitions, lag = row_topic[subscribed], partitions[subscribed], lag[subscribed]
-    named: Sequence[str | None] | None = ()
+    named: Sequence[str | None] | np.ndarray = ()
     if _check_previous(previous) and spec.uses_previous:
         owners = previous_codes(previous, row_topic, partitions, index)
-        named = None  # their names, made from the codes if a strategy reads them
+        named = _names_or_none(index, owners)
     else:  # no previous owners: -1 for every row, read-only, without writing a million cells
         owners = np.broadcast_to(np.array(-1, dtype=np.int64), len(row_topic))
-    group = EncodedProblem.of(
-        Encoded(index, row_topic, owners),
+    group = GroupProblem(
+        np.asarray(index.topics, dtype=object)[row_topic],
         partitions,
         lag,
         subscriptions=subs,
@@ -406,6 +394,7 @@ def _problem(
         previous=named,
         seed=int(seed),
         options=dict(options),
+        encoded=Encoded(index, row_topic, owners),
     )
     return group, positions
 
@@ -487,10 +476,8 @@ def assign(
 
 def _by_owner(owner: np.ndarray, n_consumers: int) -> tuple[np.ndarray, np.ndarray]:
     """(the rows in a stable order by owner, the rows of each owner) for owner codes in
-    ``range(n_consumers)``: a counting sort, or numpy's (radix for small codes)."""
-    if _groupsort is not None:
-        order, counts = _groupsort(owner.astype(np.intp, copy=False), n_consumers)
-        return order, counts[1:]  # counts[0]: rows of code -1, of which there are none
+    ``range(n_consumers)``. numpy's stable sort is a radix sort for 16-bit integers: at a
+    million rows, a fourth of the time of sorting the codes as int64."""
     order = np.argsort(owner.astype(np.int16) if n_consumers < 2**15 else owner, kind="stable")
     return order, np.bincount(owner, minlength=n_consumers)
 
