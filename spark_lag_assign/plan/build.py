@@ -8,11 +8,9 @@ checks the document, so the planner, the stores and the pipelines agree on one f
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,20 +75,6 @@ def _check_rows(rows: pd.DataFrame) -> None:
             raise InputError(
                 f"plan row {r['topic']}-{r['partition']}: {column} {r[column]} is not a whole number in [{low}, 2^{high.bit_length() - 1})"
             )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a million lists and dicts are made: each full pass
-    would walk every object the driver holds (the plan rows' object arrays included), which
-    doubles the time of building a plan; none of these objects can form a cycle."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _codes(names: pd.Series, sorted_names: Sequence[str]) -> np.ndarray:
@@ -216,8 +200,7 @@ def build_plan(
     by_owner = _order(owner, topic, part, len(planned))
     owner, topic, part = owner[by_owner], topic[by_owner], part[by_owner]
     # one list per (consumer, topic) run, built from whole arrays: no Python object per row but the numbers
-    with _collector_paused():
-        _fill(consumers, names, planned, assigned, by_owner, owner, topic, part)
+    _fill(consumers, names, planned, assigned, by_owner, owner, topic, part)
     unassigned_rows = rows[~has_owner]
     nobody = _codes(unassigned_rows["topic"], planned)
     spare = unassigned_rows["partition"].astype(np.int64).to_numpy()
