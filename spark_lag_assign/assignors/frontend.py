@@ -25,6 +25,8 @@ import pandas as pd
 from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
 from spark_lag_assign.assignors.base import Encoded, GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.core.invariants import check_owner_codes
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
+from spark_lag_assign.core.quality import exact_sum
 from spark_lag_assign.core.subscriptions import (
     SubscriptionIndex,
     factorize,
@@ -42,9 +44,9 @@ DEFAULT_STRATEGY = "lag-sticky"
 
 ASSIGNMENT_COLUMNS = ("consumer", "topic", "partition", "lag")
 
-#: exclusive upper bounds: Kafka's partition ids are int32, and lags (and their total, which
-#: plans and metrics add up in int64) must stay below 2^63 so that no sum ever wraps
-LIMITS = {"partition": 2**31, "lag": 2**63}
+#: exclusive upper bounds of the lags frame's integer columns (``core.limits``): a lag, and
+#: the total of the lags, which plans and metrics add up in int64, stay below 2^63
+LIMITS = {"partition": PARTITION_LIMIT, "lag": INT64_LIMIT}
 #: the previous plan is matched through a dense (topic, partition) table up to this many cells
 #: per row (plus a floor), through a binary search beyond
 DENSE_PER_ROW, DENSE_FLOOR = 4, 1 << 16
@@ -160,16 +162,6 @@ def _shown(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def exact_total(values: np.ndarray) -> int:
-    """The exact sum of non-negative int64 values, as a Python int (numpy's own would wrap)."""
-    if len(values) == 0:
-        return 0
-    if int(values.max()) * len(values) < 2**63:
-        return int(values.sum())
-    # halves of 32 bits: each half sums exactly in int64 for fewer than 2^31 rows
-    return (int((values >> 32).sum()) << 32) + int((values & 0xFFFFFFFF).sum())
-
-
 def _read_lags(lags: pd.DataFrame) -> _Lags:
     if not isinstance(lags, pd.DataFrame):
         raise InputError(f"lags must be a pandas DataFrame, not {type(lags).__name__}")
@@ -179,7 +171,7 @@ def _read_lags(lags: pd.DataFrame) -> _Lags:
     codes, names, heads = _factorize_sorted(lags["topic"])
     partitions = _integer_column(lags, "partition", lambda i: f"a row of topic {names[codes[i]]}")
     lag = _integer_column(lags, "lag", lambda i: f"{names[codes[i]]}-{partitions[i]}")
-    total = exact_total(lag)
+    total = exact_sum(lag)
     if total >= LIMITS["lag"]:
         raise InputError(f"lags: the total lag {total:,} is 2^63 or more, where totals would wrap")
     order: np.ndarray | None = None

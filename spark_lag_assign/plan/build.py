@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic_core import PydanticSerializationError, to_json
 
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.core.quality import exact_run_sums, exact_sum
 from spark_lag_assign.core.subscriptions import distinct, partition_keys
 from spark_lag_assign.errors import InputError, PlanError
@@ -54,7 +55,7 @@ def check_consumer_ids(consumers: Sequence[str]) -> None:
 
 
 #: what a Kafka partition can hold: (column, lowest, one past the highest)
-_RANGES = (("partition", 0, 2**31), ("lag", 0, 2**63), ("starting_offset", -2, 2**63))
+_RANGES = (("partition", 0, PARTITION_LIMIT), ("lag", 0, INT64_LIMIT), ("starting_offset", -2, INT64_LIMIT))
 
 
 def _check_rows(rows: pd.DataFrame) -> None:
@@ -91,7 +92,7 @@ def _order(owner: np.ndarray, topic: np.ndarray, part: np.ndarray, topics: int) 
     owners = int(owner.max()) + 1 if len(owner) else 0
     if owners * max(topics, 1) >= 2**32:  # the key would pass 2^63
         return np.lexsort((part, topic, owner))
-    return np.argsort(partition_keys(owner * topics + topic, part, 2**31), kind="stable")
+    return np.argsort(partition_keys(owner * topics + topic, part, PARTITION_LIMIT), kind="stable")
 
 
 def _run_starts(*sorted_keys: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ import spark_lag_assign as sla
 from spark_lag_assign import assignors
 from spark_lag_assign.assignors import frontend, range as range_, roundrobin, sticky
 from spark_lag_assign.assignors.base import GroupProblem, TopicProblem
-from spark_lag_assign.core.quality import moved
+from spark_lag_assign.core.quality import exact_sum, moved
 from spark_lag_assign.core.subscriptions import (
     SubscriptionIndex,
     check_consumer_id,
@@ -88,7 +88,7 @@ def test_the_largest_exact_total_is_accepted_and_kept_exactly() -> None:
 
 @given(st.lists(st.integers(0, 2**63 - 1), max_size=40))
 def test_exact_total_never_wraps(values: list[int]) -> None:
-    assert assignors.exact_total(np.asarray(values, dtype=np.int64)) == sum(values)
+    assert exact_sum(np.asarray(values, dtype=np.int64)) == sum(values)
 
 
 # ---------------------------------------------------------------------------------------------
