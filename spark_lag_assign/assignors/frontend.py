@@ -7,10 +7,11 @@ returns one row per assigned partition. Nothing here imports Spark or talks to K
 The front end does each piece of work once, on arrays: the subscriptions are validated and
 indexed once (``SubscriptionIndex``), topics and consumers become integer codes once (hashing
 only the first of each run of equal values, as frames sorted or grouped by topic have few
-runs), input already sorted by (topic, partition) is not sorted again, the previous plan is matched to the rows through a
-lookup table, and strategies with ``assign_codes`` hand back consumer codes, from which the
+runs), input already sorted by (topic, partition) is not sorted again, the previous plan is
+matched to the rows through a lookup table, and strategies with ``assign_codes`` hand back consumer codes, from which the
 invariant check and the output frame are built directly (a stable sort by owner, each
-consumer's id repeated over its block).
+consumer's id repeated over its block). The problem's columns of strings (its topics, the
+previous owners' names) are made from the codes only if a strategy reads them.
 """
 
 from __future__ import annotations
@@ -371,14 +372,14 @@ def _problem(
         subscribed = index.subscribed[row_topic]
         positions = np.flatnonzero(subscribed) if positions is None else positions[subscribed]
         row_topic, partitions, lag = row_topic[subscribed], partitions[subscribed], lag[subscribed]
-    named: Sequence[str | None] | np.ndarray = ()
+    named: Sequence[str | None] | None = ()
     if _check_previous(previous) and spec.uses_previous:
         owners = previous_codes(previous, row_topic, partitions, index)
-        named = _names_or_none(index, owners)
+        named = None  # the owners' names, made from their codes if a strategy reads them
     else:  # no previous owners: -1 for every row, read-only, without writing a million cells
         owners = np.broadcast_to(np.array(-1, dtype=np.int64), len(row_topic))
     group = GroupProblem(
-        np.asarray(index.topics, dtype=object)[row_topic],
+        None,  # the topics, made from their codes if a strategy reads them
         partitions,
         lag,
         subscriptions=subs,
