@@ -79,7 +79,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -148,7 +148,7 @@ def assign_group(problem: GroupProblem) -> list[str]:
     consumers = list(problem.consumers)
     if len(problem.partitions) == 0:
         return []
-    plain = replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps})
+    plain = problem.replace(options={"tolerance": opts.margin, "max_swaps": opts.max_swaps})
     if opts.read is None:
         return lagsticky.assign_group(plain)
     speed = consumer_rates(opts.read, consumers)
@@ -217,7 +217,7 @@ def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
     if np.all(k == k[0]):
         # lag-sticky's plan keeps the same count rules: it is the first candidate, kept if no
         # plan can drain more than a quarter of the margin sooner, else where the search starts
-        plain = lagsticky.assign_codes(replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
+        plain = lagsticky.assign_codes(problem.replace(options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
         plain_score = score(plain)
         if plain_score[0] <= bound * (1 + opts.margin / 4):
             best, kept = plain, _kept(problem, consumers, speed, produce, bound)
@@ -259,7 +259,7 @@ def _split(problem: GroupProblem, consumers: list[str], k: np.ndarray) -> tuple[
         readers = _deal(owner.astype(np.int64), problem, k)
         named = np.concatenate([np.asarray(names, dtype=object), np.array([None], dtype=object)])
         previous = named[readers].tolist()  # -1: the None at the end
-    return replace(problem, subscriptions=subs, consumers=names, previous=previous), real
+    return problem.replace(subscriptions=subs, consumers=names, previous=previous), real
 
 
 def _deal(owner: np.ndarray, problem: GroupProblem, k: np.ndarray) -> np.ndarray:

@@ -117,15 +117,15 @@ def build_group(
 
 def previous_owners(group: Group, problem: GroupProblem, consumers: list[str]) -> np.ndarray:
     """The previous owner of each row as a consumer index, -1 where there is none."""
-    given = problem.previous
-    # list.count compares by identity first: the cheapest way to see a list of nothing but None
-    if not len(given) or (isinstance(given, list) and given.count(None) == len(given)):
-        return np.full(len(group.lag), -1, dtype=np.int64)
     encoded = problem.encoded
     if encoded is not None and len(encoded.previous) == len(group.lag) and list(encoded.index.consumers) == consumers:
         # the front end has looked the names up already, numbered as ``consumers`` are
         previous = np.asarray(encoded.previous, dtype=np.int64).copy()
     else:
+        given = problem.previous
+        # list.count compares by identity first: the cheapest way to see a list of nothing but None
+        if not len(given) or (isinstance(given, list) and given.count(None) == len(given)):
+            return np.full(len(group.lag), -1, dtype=np.int64)
         previous = pd.Index(consumers).get_indexer(pd.Index(np.asarray(given, dtype=object))).astype(np.int64)
     # an owner that no longer reads the topic is no owner (assign() filters these already)
     held = previous >= 0
