@@ -47,7 +47,6 @@ from tests.integration.test_handover_processes import (
     LEASE,
     ORDERS,
     PARTITIONS,
-    PAYMENTS,
     SINK,
     STEP_TIMEOUT,
     STORE_NAME,
@@ -65,6 +64,9 @@ from tests.integration.test_handover_processes import (
 
 pytestmark = pytest.mark.broker
 
+#: one topic, of the local proof's (its four partitions: A's two move to B), to keep the run short
+TOPICS = {ORDERS: PARTITIONS[ORDERS]}
+
 #: the principal of each process: the planner, the fencer, and pipeline A and B by consumer id
 PRINCIPALS = {"planner": "planner", "fencer": "fencer", "A": "pipe-a", "B": "pipe-b"}
 #: what a log line of a refused request looks like, from our one line (``NotAuthorizedError``),
@@ -74,7 +76,7 @@ REFUSED = re.compile(r"not authorized|AuthorizationFailed|AuthorizationException
 
 def role_lists(store: str) -> dict[str, list[Acl]]:
     """Each principal's ACLs: exactly its role's list with service fencing, and a pipeline's sink."""
-    topics = sorted(PARTITIONS)
+    topics = sorted(TOPICS)
     sink = [Acl("WRITE", "Topic", SINK), Acl("WRITE", "Topic", app.markers_topic(SINK))]
     pipeline = {c: role_acls("pipeline", store, consumer=c, group=GROUP, topics=topics, fencing="service") for c in "AB"}
     return {
@@ -97,7 +99,7 @@ class AclScenario(Scenario):
         """kafka-python settings of ``who``'s principal, as ``--kafka-option`` flags."""
         return [f for k, v in self.kafka.client_options(PRINCIPALS[who]).items() for f in ("--kafka-option", f"{k}={v}")]
 
-    def plan(self, consumers: str, topics: str = f"{ORDERS},{PAYMENTS}", extra: Sequence[str] = ()) -> int:
+    def plan(self, consumers: str, topics: str = ORDERS, extra: Sequence[str] = ()) -> int:
         return super().plan(consumers, topics, ["--fencing", "service", *self.login("planner"), *extra])
 
     def pipeline(self, consumer: str, *extra: str, run: int = 1) -> NamespacedProcess:
@@ -125,11 +127,11 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
     began = time.monotonic()
     kafka, bootstrap = kafka_acl, kafka_acl.bootstrap_servers
     admin = kafka.client_options()
-    for topic, n in PARTITIONS.items():
+    for topic, n in TOPICS.items():
         create_topic(bootstrap, topic, n, client_options=admin)
     create_topic(bootstrap, SINK, 1, client_options=admin)
     create_topic(bootstrap, app.markers_topic(SINK), 1, client_options=admin)
-    seeded = seed_group(bootstrap, GROUP, PARTITIONS, admin)
+    seeded = seed_group(bootstrap, GROUP, TOPICS, admin)
     for user, acls in role_lists(STORE_NAME).items():
         kafka.add_user(user, f"pw-{uuid.uuid4().hex}")  # never a number to --kafka-option's JSON
         kafka.grant(user, acls)
@@ -137,9 +139,8 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
     with open_store(s.store, client_options=admin, timeout=5):
         pass  # the plans topic: the planner's list has no CREATE on it (an operator's or admin's to create)
 
-    producers = Producers(bootstrap, PARTITIONS, client_options=admin)
+    producers = Producers(bootstrap, TOPICS, client_options=admin)
     sampler = CommitSampler(bootstrap, GROUP, client_options=admin)
-    producers.start()
     sampler.start()
     try:
         # generation 1: A and B; the fencer watches the claims from the start
@@ -154,7 +155,9 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
         s.pipeline("A", "--pause-on-usr1")
         s.pipeline("B")
         s.wait(lambda: s.reading("A", g1) and s.reading("B", g1), f"A and B read generation {g1}")
-        s.wait(lambda: s.committed_beyond(sampler, {}, [(ORDERS, 0), (ORDERS, 3)]), "A and B committed batches")
+        producers.start()  # from now on: no backlog of the pipelines' start to drain later
+        seeds = sampler.after(time.time())  # offset 0 everywhere
+        s.wait(lambda: s.committed_beyond(sampler, seeds, [(ORDERS, 0), (ORDERS, 3)]), "A and B committed batches")
 
         # generation 2: A freezes just before a commit; the plan moves its partitions to B,
         # which asks the fencer to fence A once A's lease ran out, and reads them
@@ -167,7 +170,7 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
         g2 = s.plan("B")
         s.wait(lambda: s.reading("B", g2), f"B reads generation {g2}, A's partitions included")
         s.wait(
-            lambda: s.committed_beyond(sampler, baseline, [(ORDERS, 0), (ORDERS, 1), (PAYMENTS, 0)]),
+            lambda: s.committed_beyond(sampler, baseline, [(ORDERS, 0), (ORDERS, 1)]),
             "B committed batches of A's former partitions",
         )
         # A resumes while B reads what A read
