@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--source-option", metavar="K=V", action="append", default=[],
         help="an option of Spark's Kafka source (repeatable), verbatim, e.g. kafka.sasl.jaas.config=...",
     )  # fmt: skip
+    p.add_argument(
+        "--wait-for-plan", type=float, default=0.0, metavar="SECONDS",
+        help="wait this long for a first plan in the store (the process may start while the planner still runs)",
+    )  # fmt: skip
     p.add_argument("--sigstop-before-claim", action="store_true", help="SIGSTOP the process group before the first claim")
     p.add_argument(
         "--pause-on-usr1", action="store_true",
@@ -413,6 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {} if args.claim_transaction_timeout_ms is None else {"claim_transaction_timeout_ms": args.claim_transaction_timeout_ms}
     login = client_options(args.kafka_option)
     store = open_store(args.store, client_options=login, **settings)
+    if args.wait_for_plan > 0 and store.wait_for_plan(0, args.wait_for_plan) is None:
+        log.error("no plan in %s within %gs", args.store, args.wait_for_plan)
+        store.close()
+        spark.stop()
+        return EXIT_ERROR
     signal.signal(signal.SIGCONT, lambda *_: _CONTINUED.set())
     if args.sigstop_before_claim:
         _stop_before_claim(store)

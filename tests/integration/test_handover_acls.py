@@ -143,7 +143,10 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
     sampler = CommitSampler(bootstrap, GROUP, client_options=admin)
     sampler.start()
     try:
-        # generation 1: A and B; the fencer watches the claims from the start
+        # generation 1: A and B (their Spark starts while the planner runs); the fencer
+        # watches the claims from the start
+        s.pipeline("A", "--pause-on-usr1", "--wait-for-plan", str(STEP_TIMEOUT))
+        s.pipeline("B", "--wait-for-plan", str(STEP_TIMEOUT))
         g1 = s.plan("A,B")
         s.start_fencer()
 
@@ -152,8 +155,6 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
             fence(bootstrap, commit_id(STORE_NAME, "A"), kafka.client_options("pipe-b"), 5000)
         forged_claim_refused(kafka)
 
-        s.pipeline("A", "--pause-on-usr1")
-        s.pipeline("B")
         s.wait(lambda: s.reading("A", g1) and s.reading("B", g1), f"A and B read generation {g1}")
         producers.start()  # from now on: no backlog of the pipelines' start to drain later
         seeds = sampler.after(time.time())  # offset 0 everywhere
