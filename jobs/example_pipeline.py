@@ -20,6 +20,10 @@ handing partitions over as ``spark_lag_assign.consume`` describes; with it, it r
 backlog and stops. At the end it prints per consumer how many records it wrote from which
 partitions, and what it committed.
 
+``--metrics-port PORT`` serves each consumer's Prometheus metrics over HTTP while it runs
+(``PlanFollower(metrics_port=...)``): the first consumer of ``--consumers`` on PORT, the next on
+PORT+1, and so on; 0 gives each a free port, logged when it starts serving.
+
 Exit status 0 when every consumer ended cleanly, 1 on bad input or a failed handover (one
 line on stderr).
 """
@@ -107,8 +111,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--poll-interval", type=float, default=5.0, help="seconds between plan polls (default 5)")
     parser.add_argument("--handover-timeout", type=float, default=300.0, help="seconds to wait for a release (default 300)")
     parser.add_argument("--lease", type=float, default=30.0, help="seconds a claim holds without renewal (default 30)")
+    parser.add_argument(
+        "--metrics-port", type=int, metavar="PORT",
+        help="serve each consumer's Prometheus metrics over HTTP: the first on PORT, the next on PORT+1 (0: free ports)",
+    )  # fmt: skip
     parser.add_argument("--local", action="store_true", help="a local session with the Maven-fetched jars, no spark-submit")
     return parser
+
+
+def metrics_ports(first: int | None, consumers: int) -> list[int | None]:
+    """Each consumer's metrics port: none without ``--metrics-port``, else PORT, PORT+1, ...
+    (0: a free one each)."""
+    if first is None:
+        return [None] * consumers
+    if first == 0:
+        return [0] * consumers
+    if not 1 <= first <= 65536 - consumers:
+        raise SparkLagAssignError(f"--metrics-port {first}: {consumers} consumer(s) need ports {first} to "
+                                  f"{first + consumers - 1}, within 1-65535")  # fmt: skip
+    return [first + i for i in range(consumers)]
 
 
 def submitted_session(local: bool) -> Any:
@@ -125,6 +146,7 @@ def run(spark: Any, args: argparse.Namespace, on_started: Callable[[list[PlanFol
     consumers = comma_list(args.consumers)
     if not consumers:
         raise SparkLagAssignError("no consumers: give at least one consumer id")
+    ports = metrics_ports(args.metrics_port, len(consumers))
     options: dict[str, Any] = {"kafka.bootstrap.servers": args.bootstrap_servers}
     if args.max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = args.max_offsets_per_trigger
@@ -140,8 +162,9 @@ def run(spark: Any, args: argparse.Namespace, on_started: Callable[[list[PlanFol
             poll_interval=args.poll_interval,
             handover_timeout=args.handover_timeout,
             lease=args.lease,
+            metrics_port=port,
         )
-        for consumer in consumers
+        for consumer, port in zip(consumers, ports)
     ]
     summaries: dict[str, RunSummary] = {}
     errors: dict[str, BaseException] = {}

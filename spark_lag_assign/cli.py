@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 from spark_lag_assign import __version__
 from spark_lag_assign.errors import ConfigError, SparkLagAssignError
+from spark_lag_assign.metrics import PlannerMetrics
 
 log = logging.getLogger("spark_lag_assign")
 
@@ -72,6 +73,14 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic-pattern", metavar="REGEX", help="plan every topic matching this regex")
     p.add_argument("--kafka-option", metavar="K=V", action="append", help="a kafka-python client option (repeatable)")
     p.add_argument("--timeout-ms", metavar="MS", help="how long to wait for the cluster (default 15000)")
+
+
+def _add_sizing(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--drain-within", metavar="DURATION",
+        help="how many pipelines (fastest first) drain the backlog within DURATION (45m, 1h30m, 90s)",
+    )  # fmt: skip
+    p.add_argument("--pinned", metavar="A,B", help="pipelines that sizing keeps whatever the deadline (then the fastest)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +135,19 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
     p.add_argument("--timings", action="store_true", help="print the time of each phase (read, plan in Spark, check, write)")
+    p.add_argument(
+        "--metrics-file", metavar="PATH",
+        help="write the run's Prometheus metrics there, in node_exporter's textfile format (plan.metrics_file)",
+    )  # fmt: skip
+    p.add_argument(
+        "--pushgateway", metavar="URL",
+        help="push the run's metrics to this Prometheus Pushgateway, grouped by job and store (plan.pushgateway)",
+    )  # fmt: skip
+    _add_sizing(p)
+    p.add_argument(
+        "--size-to-deadline", action="store_true", default=None,
+        help="publish drain's plan for the pipelines --drain-within needs (needs --strategy drain)",
+    )  # fmt: skip
 
     s = sub.add_parser("snapshot", help="save a live group's offsets to a file, to replay offline")
     _add_source(s)
@@ -197,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--limit", type=_positive_int, default=10, metavar="N", help="slowest consumers listed per strategy (default 10)"
     )
+    _add_sizing(m)
     return parser
 
 
@@ -271,6 +294,11 @@ def plan_settings(args: argparse.Namespace) -> Any:
         rates=args.rates,
         allow_shrink=args.allow_shrink,
         fencing=args.fencing,
+        metrics_file=args.metrics_file,
+        pushgateway=args.pushgateway,
+        drain_within=args.drain_within,
+        size_to_deadline=args.size_to_deadline,
+        pinned=args.pinned,
     )
 
 
@@ -288,7 +316,16 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
         # a Hadoop store opens its file system through the session's Hadoop configuration
         # (spark.hadoop.* settings, Kerberos): Spark must be up before the store is opened
         spark.sparkContext  # noqa: B018
-    result = job.run(settings, spark)
+    metrics = PlannerMetrics()
+    try:
+        result = job.run(settings, spark, metrics)
+    except BaseException as exc:
+        metrics.record_outcome(*run_outcome(exc))
+        _emit_metrics(metrics, settings)
+        raise
+    metrics.record_outcome("published")
+    if result.sizing is not None:
+        metrics.record_sizing(**result.sizing.metrics())
     print(report.summary(result.plan))
     stuck = result.plan.get("cannot_keep_up") or []
     if stuck:
@@ -299,8 +336,70 @@ def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
         )
     if args.timings:
         print("timings: " + ", ".join(f"{k} {v:.2f}s" for k, v in result.timings.phases.items()))
+    if result.sizing is not None:
+        print(result.sizing.describe())
     print(f"published generation {result.plan['generation']} to {result.store}")
+    _emit_metrics(metrics, settings)
     return 0
+
+
+def run_outcome(exc: BaseException) -> tuple[str, str]:
+    """(outcome, reason) of a run that raised ``exc``: refused (the plan was judged unfit to
+    publish) or failed, the reason one of ``metrics.REASONS``."""
+    from spark_lag_assign.errors import (
+        ConfigError,
+        InputError,
+        KafkaReadError,
+        NotAuthorizedError,
+        PlanError,
+        ShrinkRefusedError,
+        StrategyError,
+    )
+    from spark_lag_assign.store import PublishFencedError, StoreError
+
+    if isinstance(exc, ShrinkRefusedError):
+        return "refused", "shrink"
+    if isinstance(exc, PublishFencedError):
+        return "refused", "fenced"
+    kinds: list[tuple[type[BaseException], str]] = [
+        (NotAuthorizedError, "not-authorized"),
+        (ConfigError, "config"),
+        (KafkaReadError, "kafka"),
+        (StoreError, "store"),
+        (InputError, "input"),
+        (StrategyError, "input"),
+        (PlanError, "input"),
+    ]
+    for kind, reason in kinds:
+        if isinstance(exc, kind):
+            return "failed", reason
+    if type(exc).__module__.startswith(("pyspark", "py4j")):
+        return "failed", "spark"
+    return "failed", "other"
+
+
+def _emit_metrics(metrics: PlannerMetrics, settings: Any) -> None:
+    """The run's metrics to the textfile and the Pushgateway it was given; a failure is one
+    warning line: metrics never block or undo a plan."""
+    if settings.metrics_file:
+        try:
+            metrics.write_textfile(settings.metrics_file)
+        except ConfigError as exc:
+            print(f"spark-lag-assign: warning: metrics not written: {exc}", file=sys.stderr)
+    if settings.pushgateway:
+        from spark_lag_assign.errors import one_line
+        from spark_lag_assign.store import parse_uri
+
+        try:
+            metrics.push(settings.pushgateway, PUSH_JOB, parse_uri(settings.output).uri)
+        except Exception as exc:  # noqa: BLE001 - urllib's and the client's errors alike: one line
+            print(
+                f"spark-lag-assign: warning: pushing metrics to {settings.pushgateway} failed: {one_line(exc)}", file=sys.stderr
+            )
+
+
+#: the Pushgateway job the planner's metrics are grouped under (with the store as the other key)
+PUSH_JOB = "spark_lag_assign_planner"
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
@@ -413,6 +512,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         reset=args.reset,
         seed=args.seed,
         options=_key_values(args.option, "--option"),
+        drain_within=args.drain_within,
+        pinned=args.pinned,
     )
     snapshot = offsets.read_snapshot(settings.offsets)
     produce = None
@@ -488,6 +589,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             print(f"never drain (producers append at least as fast as they read): {', '.join(d.never_drains[:10])}{more}")
     moved = None if previous is None else {n: metrics.moved(a, previous) for n, a in plans.items() if n != "current"}
     print("\n" + simulate.summary_table(drains, moved))
+    if settings.drain_within is not None:
+        from spark_lag_assign.sizing import size
+
+        answer = size(lags, subs, read_rates, settings.drain_within, produce, settings.pinned)
+        print("\n" + answer.describe())
     return 0
 
 

@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -103,6 +105,12 @@ class PlanKeys(BaseModel):
     rates: str | None = None
     allow_shrink: bool | None = None
     fencing: Literal["self", "service"] | None = None
+    # issue 25: metrics of the run, and sizing the group for a deadline
+    metrics_file: str | None = None  # node_exporter's textfile collector format
+    pushgateway: str | None = None  # a Pushgateway URL: the run's metrics, grouped by job and store
+    drain_within: str | float | None = None  # a duration: "45m", "1h30m", "90s" or seconds
+    size_to_deadline: bool | None = None  # publish the plan for the pipelines the deadline needs
+    pinned: _CommaList | None = None  # pipelines sizing keeps in whatever the deadline (else: fastest first)
 
 
 class FileKeys(BaseModel):
@@ -160,6 +168,11 @@ class Settings:
     rates: Path | None = None
     allow_shrink: bool = False  # publish even a plan that drops most of the previous plan's partitions
     fencing: str = "self"  # who fences a lapsed pipeline's commits: itself ("self") or the fencer ("service")
+    metrics_file: str | None = None  # write the run's metrics there (node_exporter textfile)
+    pushgateway: str | None = None  # push the run's metrics to this Pushgateway
+    drain_within: float | None = None  # seconds: how many pipelines drain the backlog by then
+    size_to_deadline: bool = False  # publish drain's plan for that many pipelines
+    pinned: tuple[str, ...] = ()  # pipelines sizing always keeps
 
     @property
     def live(self) -> bool:
@@ -202,6 +215,8 @@ class SimulateSettings:
     interval: float | None = None
     rate: float | None = None
     rates: Path | None = None
+    drain_within: float | None = None  # seconds: how many pipelines drain the backlog by then
+    pinned: tuple[str, ...] = ()
 
 
 # -- loading one layer ---------------------------------------------------------------------
@@ -502,6 +517,43 @@ def _as_config_error(check: Callable[[], Any]) -> Any:
         raise ConfigError(str(exc)) from None
 
 
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|d|h|m|s)?")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def parse_duration(value: object, what: str = "drain_within") -> float:
+    """Seconds from ``"45m"``, ``"1h30m"``, ``"90s"``, ``"1.5h"`` or a number of seconds; more
+    than zero and finite, or one ``ConfigError`` line naming ``what``."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what}: {value!r} is not a duration (e.g. 45m, 1h30m, 90s)")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        text = str(value).strip().replace(" ", "")
+        if text.startswith("-"):
+            raise ConfigError(f"{what}: {value!r} is negative: a deadline is a time from now (e.g. 45m)")
+        pieces = list(_DURATION.finditer(text))
+        if not text or "".join(m.group(0) for m in pieces) != text or any(m.start() != 0 and m.group(2) is None for m in pieces):
+            raise ConfigError(f"{what}: {value!r} is not a duration (e.g. 45m, 1h30m, 90s)")
+        seconds = sum(float(m.group(1)) * _UNIT[m.group(2)] for m in pieces)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"{what}: {value!r} must be a time of more than zero seconds (e.g. 45m)")
+    return seconds
+
+
+def _sizing(merged: Merged, consumers: Sequence[str]) -> tuple[float | None, tuple[str, ...]]:
+    """(drain_within in seconds, pinned pipelines), checked."""
+    within = merged.get("drain_within")
+    seconds = parse_duration(within, merged.origin("drain_within")) if within is not None else None
+    pinned = tuple(merged.get("pinned") or ())
+    unknown = sorted(set(pinned) - set(consumers))
+    if unknown:
+        raise ConfigError(f"{merged.origin('pinned')}: pinned pipeline(s) not in the group: {', '.join(unknown[:5])}")
+    if pinned and seconds is None:
+        raise ConfigError(f"{merged.origin('pinned')}: pinned pipelines are for sizing: give drain_within too")
+    return seconds, pinned
+
+
 def _common(merged: Merged) -> tuple[str, int]:
     reset = _named(merged.origin("reset"), lambda: check_reset(str(merged.get("reset", "latest"))))
     return reset, int(merged.get("seed", 0))
@@ -533,6 +585,14 @@ def settings(file: str | Path | None = None, *, environ: Mapping[str, str] | Non
     reset, seed = _common(merged)
     client = client_options(merged.file_client, merged.client_env, merged.get("client"))
     offsets_later, interval, rate, rates = _rate_settings(merged, offsets is not None)
+    drain_within, pinned = _sizing(merged, list(subs))
+    size_to_deadline = bool(merged.get("size_to_deadline", False))
+    if size_to_deadline and drain_within is None:
+        raise ConfigError(f"{merged.origin('size_to_deadline')}: size_to_deadline needs drain_within (the deadline)")
+    if size_to_deadline and strategy != "drain":
+        raise ConfigError(
+            f"{merged.origin('size_to_deadline')}: the sized plan is drain's: use strategy drain (not {strategy})"
+        )
     return Settings(
         output=str(merged.get("output")),
         consumers=tuple(sorted(subs)),
@@ -556,6 +616,11 @@ def settings(file: str | Path | None = None, *, environ: Mapping[str, str] | Non
         rates=rates,
         allow_shrink=bool(merged.get("allow_shrink", False)),
         fencing=str(merged.get("fencing") or "self"),
+        metrics_file=merged.get("metrics_file"),
+        pushgateway=merged.get("pushgateway"),
+        drain_within=drain_within,
+        size_to_deadline=size_to_deadline,
+        pinned=pinned,
     )
 
 
@@ -609,6 +674,7 @@ def simulate_settings(
     offsets_later, interval, rate, rates = _rate_settings(merged, True)
     if rate is None and rates is None:
         raise ConfigError("simulate needs read rates: --rate (every consumer) or --rates (a file per consumer)")
+    drain_within, pinned = _sizing(merged, list(subs))
     return SimulateSettings(
         offsets=Path(offsets),
         subscriptions=subs,
@@ -619,6 +685,8 @@ def simulate_settings(
         interval=interval,
         rate=rate,
         rates=rates,
+        drain_within=drain_within,
+        pinned=pinned,
     )
 
 
@@ -633,6 +701,7 @@ __all__ = [
     "expand_wildcards",
     "load_file",
     "merge",
+    "parse_duration",
     "read_subscriptions_file",
     "replace",
     "settings",

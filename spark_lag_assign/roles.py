@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from spark_lag_assign.consume.kafka_commit import commit_id
 from spark_lag_assign.extract.acls import Acl
 from spark_lag_assign.store.base import FENCER
-from spark_lag_assign.store.kafka import (
+from spark_lag_assign.store.kafka_names import (
     claim_transactional_id,
     claims_prefix,
     claims_topic,

@@ -13,9 +13,9 @@ returns consumer codes, so a million partitions never turn into a million string
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,20 +43,85 @@ class Encoded:
     previous: np.ndarray  # int64 code of the row's previous owner (a current subscriber), -1 for none
 
 
-@dataclass(frozen=True)
 class GroupProblem:
-    """Every partition of every subscribed topic, sorted by (topic, partition)."""
+    """Every partition of every subscribed topic, sorted by (topic, partition).
 
-    topics: np.ndarray  # object (str), sorted with partitions
-    partitions: np.ndarray  # int64
-    lags: np.ndarray  # int64, >= 0
-    subscriptions: Mapping[str, Sequence[str]]  # consumer -> subscribed topics (sorted), every consumer
-    consumers: Sequence[str]  # all consumers, sorted
-    previous: Sequence[str | None] | np.ndarray = ()  # previous owner per row (a current subscriber) or None
-    seed: int = 0
-    options: Mapping[str, Any] = field(default_factory=dict)
-    #: the same rows as codes, when the front end built them; ``codes()`` derives them otherwise
-    encoded: Encoded | None = field(default=None, compare=False, repr=False)
+    ``topics`` (object, str) and ``previous`` (the previous owner per row, a current
+    subscriber, or None) are as long as the rows. When the front end builds a problem it
+    gives its rows as codes (``encoded``) instead: the two columns of strings are then made
+    from the codes when a strategy first reads them, so that strategies working on codes
+    never pay for a million strings. Not to be mutated; ``replace`` makes a changed copy.
+    """
+
+    def __init__(
+        self,
+        topics: np.ndarray | None,
+        partitions: np.ndarray,
+        lags: np.ndarray,
+        subscriptions: Mapping[str, Sequence[str]],
+        consumers: Sequence[str],
+        previous: Sequence[str | None] | np.ndarray | None = (),
+        seed: int = 0,
+        options: Mapping[str, Any] | None = None,
+        encoded: Encoded | None = None,
+    ) -> None:
+        if encoded is None and (topics is None or previous is None):
+            raise ValueError("a GroupProblem without its topics or previous owners needs its codes")
+        self._topics = topics
+        self._previous = previous
+        self.partitions = partitions  # int64
+        self.lags = lags  # int64, >= 0
+        self.subscriptions = subscriptions  # consumer -> subscribed topics (sorted), every consumer
+        self.consumers = consumers  # all consumers, sorted
+        self.seed = seed
+        self.options: Mapping[str, Any] = {} if options is None else options
+        #: the same rows as codes, when the front end built them; ``codes()`` derives them otherwise
+        self.encoded = encoded
+
+    def __repr__(self) -> str:
+        return f"GroupProblem({len(self.partitions)} rows, {len(self.consumers)} consumers, seed={self.seed})"
+
+    @property
+    def topics(self) -> np.ndarray:
+        """The topic of each row (object array of str)."""
+        return self._topics if self._topics is not None else self._topics_of_codes
+
+    @property
+    def previous(self) -> Sequence[str | None] | np.ndarray:
+        """The previous owner of each row (a current subscriber) or None; empty for none at all."""
+        return self._previous if self._previous is not None else self._previous_of_codes
+
+    @cached_property
+    def _topics_of_codes(self) -> np.ndarray:
+        codes = self.codes()
+        return np.asarray(codes.index.topics, dtype=object)[codes.row_topic]
+
+    @cached_property
+    def _previous_of_codes(self) -> np.ndarray:
+        codes = self.codes()
+        return np.concatenate([codes.index.names, np.array([None], dtype=object)])[codes.previous]  # -1: None
+
+    def replace(self, **changes: Any) -> GroupProblem:
+        """A copy with ``changes`` to the constructor's arguments. The codes describe the rows,
+        the consumers and the previous owners: a copy that changes any of them drops them."""
+        fields: dict[str, Any] = {
+            "topics": self._topics,
+            "partitions": self.partitions,
+            "lags": self.lags,
+            "subscriptions": self.subscriptions,
+            "consumers": self.consumers,
+            "previous": self._previous,
+            "seed": self.seed,
+            "options": self.options,
+            "encoded": self.encoded,
+        }
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"GroupProblem has no field {', '.join(sorted(unknown))}")
+        if set(changes) - {"seed", "options"}:
+            fields.update(topics=self.topics, previous=self.previous, encoded=None)
+        fields.update(changes)
+        return GroupProblem(**fields)
 
     def codes(self) -> Encoded:
         """The rows as integer codes (built from the fields above if the front end did not)."""
@@ -100,50 +165,6 @@ class GroupProblem:
         index = self.codes().index
         lists = [index.names[members].tolist() for members in index.class_members]
         return {str(t): lists[k] for t, k in zip(index.topics, index.topic_class.tolist()) if k >= 0}
-
-
-class EncodedProblem(GroupProblem):
-    """A ``GroupProblem`` as the front end builds it, from its codes: ``topics`` and
-    ``previous`` (object arrays as long as the rows, which strategies working on codes never
-    read) are made from ``encoded`` when first read, so that they cost nothing to those that
-    do not. Given as None, they are to be made so."""
-
-    @property
-    def topics(self) -> np.ndarray:
-        topics: np.ndarray | None = self.__dict__.get("_topics")
-        if topics is None:
-            codes = self._codes_given()
-            topics = self.__dict__["_topics"] = np.asarray(codes.index.topics, dtype=object)[codes.row_topic]
-        return topics
-
-    @topics.setter
-    def topics(self, value: np.ndarray | None) -> None:
-        self.__dict__["_topics"] = value
-
-    @property
-    def previous(self) -> Sequence[str | None] | np.ndarray:
-        previous: Sequence[str | None] | np.ndarray | None = self.__dict__.get("_previous")
-        if previous is None:
-            codes = self._codes_given()
-            named = np.concatenate([codes.index.names, np.array([None], dtype=object)])  # -1: None
-            previous = self.__dict__["_previous"] = named[codes.previous]
-        return previous
-
-    @previous.setter
-    def previous(self, value: Sequence[str | None] | np.ndarray | None) -> None:
-        self.__dict__["_previous"] = value
-
-    def _codes_given(self) -> Encoded:
-        if self.encoded is None:
-            raise ValueError("an EncodedProblem made from its codes needs them")
-        return self.encoded
-
-    @classmethod
-    def of(cls, encoded: Encoded, partitions: np.ndarray, lags: np.ndarray, **fields: Any) -> EncodedProblem:
-        """The problem of these rows: their topics are ``encoded``'s, and so are their previous
-        owners unless ``fields`` (the other fields) give them."""
-        fields.setdefault("previous", None)
-        return cls(cast(np.ndarray, None), partitions, lags, encoded=encoded, **fields)
 
 
 TopicAssignor = Callable[[TopicProblem], Sequence[str]]

@@ -79,13 +79,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.assignors import lagsticky
+from spark_lag_assign.assignors import engine, lagsticky
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
 from spark_lag_assign.core import rates as rates_mod
 from spark_lag_assign.errors import InputError, StrategyError
@@ -148,7 +148,7 @@ def assign_group(problem: GroupProblem) -> list[str]:
     consumers = list(problem.consumers)
     if len(problem.partitions) == 0:
         return []
-    plain = replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps})
+    plain = problem.replace(options={"tolerance": opts.margin, "max_swaps": opts.max_swaps})
     if opts.read is None:
         return lagsticky.assign_group(plain)
     speed = consumer_rates(opts.read, consumers)
@@ -217,7 +217,7 @@ def _plan(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
     if np.all(k == k[0]):
         # lag-sticky's plan keeps the same count rules: it is the first candidate, kept if no
         # plan can drain more than a quarter of the margin sooner, else where the search starts
-        plain = lagsticky.assign_codes(replace(problem, options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
+        plain = lagsticky.assign_codes(problem.replace(options={"tolerance": opts.margin, "max_swaps": opts.max_swaps}))
         plain_score = score(plain)
         if plain_score[0] <= bound * (1 + opts.margin / 4):
             best, kept = plain, _kept(problem, consumers, speed, produce, bound)
@@ -259,7 +259,7 @@ def _split(problem: GroupProblem, consumers: list[str], k: np.ndarray) -> tuple[
         readers = _deal(owner.astype(np.int64), problem, k)
         named = np.concatenate([np.asarray(names, dtype=object), np.array([None], dtype=object)])
         previous = named[readers].tolist()  # -1: the None at the end
-    return replace(problem, subscriptions=subs, consumers=names, previous=previous), real
+    return problem.replace(subscriptions=subs, consumers=names, previous=previous), real
 
 
 def _deal(owner: np.ndarray, problem: GroupProblem, k: np.ndarray) -> np.ndarray:
@@ -276,11 +276,11 @@ def _deal(owner: np.ndarray, problem: GroupProblem, k: np.ndarray) -> np.ndarray
     return out
 
 
-def _placed(group: lagsticky._Group, owner: np.ndarray) -> lagsticky._State:
+def _placed(group: engine.Group, owner: np.ndarray) -> engine.State:
     """The search's state of a plan that keeps lag-sticky's count rules (every reader of a
     topic holds floor or ceil of its share): loads, counts, and who holds a topic's extra."""
     n = group.consumers
-    state = lagsticky._State.begin(group, owner)
+    state = engine.State.begin(group, owner)
     state.count[:] = np.bincount(owner, minlength=n)
     base = (group.stop - group.start) // group.reads.sum(axis=1)
     few = base[group.topic] == 0  # a topic with fewer partitions than readers: holding one is the extra
@@ -301,15 +301,15 @@ def _kept(problem: GroupProblem, consumers: list[str], speed: np.ndarray, produc
     lags = np.asarray(problem.lags, dtype=np.int64)
     relative = None if np.all(speed == speed[0]) else speed / speed.max()
     horizon = 1e9 if math.isinf(bound) else max(bound, 1.0)
-    group = lagsticky._group(problem, consumers, weights=_weights(lags, produce, horizon), speed=relative)
-    previous = lagsticky._previous(group, problem, consumers)
+    group = engine.build_group(problem, consumers, weights=_weights(lags, produce, horizon), speed=relative)
+    previous = engine.previous_owners(group, problem, consumers)
     return _restored(group, previous) if (previous >= 0).any() else None
 
 
-def _restored(group: lagsticky._Group, previous: np.ndarray) -> np.ndarray:
+def _restored(group: engine.Group, previous: np.ndarray) -> np.ndarray:
     """The previous owners with lag-sticky's count rules restored (step 1-3, sticky)."""
-    state = lagsticky._State.begin(group, previous)
-    lagsticky._distribute(group, state, sticky=True)
+    state = engine.State.begin(group, previous)
+    engine.distribute(group, state, sticky=True)
     return state.owner
 
 
@@ -326,7 +326,10 @@ def _search(
     """Steps 1 and 2 on ``problem``'s consumers (each its own reader, of speed ``speed``):
     the best plan found, and with a previous plan its owners with the counts restored.
     ``score`` gives the (makespan, overload) of an owner array, ``bound`` the group's fluid
-    lower bound (of the real consumers: a split one can take a partition none of its parts could)."""
+    lower bound (of the real consumers: a split one can take a partition none of its parts could).
+
+    Longer than most: steps 1 and 2 share the state, the horizon, the weights and one budget
+    of steps, which two functions would have to hand back and forth."""
     lags = np.asarray(problem.lags, dtype=np.int64)
     if math.isinf(bound):
         # producers outrun the whole group: no plan drains; spread the produce rates instead
@@ -339,20 +342,20 @@ def _search(
     # per consumer costs a cast of every row at each step of the search)
     relative = None if np.all(speed == speed[0]) else speed / speed.max()
 
-    def group_for(t: float) -> lagsticky._Group:
-        return lagsticky._group(problem, consumers, weights=_weights(lags, produce, t), speed=relative)
+    def group_for(t: float) -> engine.Group:
+        return engine.build_group(problem, consumers, weights=_weights(lags, produce, t), speed=relative)
 
     group = group_for(horizon)
-    previous = lagsticky._previous(group, problem, consumers)
+    previous = engine.previous_owners(group, problem, consumers)
     sticky = bool((previous >= 0).any())
     # step 1
     if start is not None:  # from a plan of the same consumers that keeps the count rules (lag-sticky's)
         state = _placed(group, start)
-        lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
+        engine.improve(group, state, (1 + opts.margin / 4) * group.lower_bound, opts.max_swaps)
     elif sticky:
-        state = lagsticky._sticky(group, previous, opts.margin, opts.max_swaps)
+        state = engine.from_previous(group, previous, opts.margin, opts.max_swaps)
     else:
-        state = lagsticky._fresh(group, opts.margin, opts.max_swaps)
+        state = engine.from_scratch(group, opts.margin, opts.max_swaps)
     best = state.owner.copy()
     found = score(best)
     # step 2: reweigh at the makespan reached and search again, within one budget of max_swaps steps
@@ -363,8 +366,8 @@ def _search(
             break
         horizon = max(target, 1.0)
         group = group_for(horizon)
-        state.load[:] = lagsticky._sum_by(state.owner, group.lag, group.consumers)
-        budget -= lagsticky._improve(group, state, (1 + opts.margin / 4) * group.lower_bound, budget)
+        state.load[:] = engine.sum_by(state.owner, group.lag, group.consumers)
+        budget -= engine.improve(group, state, (1 + opts.margin / 4) * group.lower_bound, budget)
         now = score(state.owner)
         if not _better(now, found):
             break

@@ -32,6 +32,7 @@ import heapq
 import numpy as np
 
 from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.core.limits import INT64_LIMIT
 
 
 def assign_topic(problem: TopicProblem) -> list[str]:
@@ -93,7 +94,7 @@ def _by_topic_then_lag(row_topic: np.ndarray, lags: np.ndarray, starts: np.ndarr
         within = np.argsort(-lags.reshape(-1, size), axis=1, kind="stable")
         return (within + (np.arange(len(starts), dtype=np.int64) * size)[:, None]).ravel()
     top = int(lags.max())
-    if (int(row_topic[-1]) + 1) * (top + 1) < 2**63:  # one int64 key: topic, then the lag turned down
+    if (int(row_topic[-1]) + 1) * (top + 1) < INT64_LIMIT:  # one int64 key: topic, then the lag turned down
         return np.argsort(row_topic * (top + 1) + (top - lags), kind="stable")
     return np.lexsort((-lags, row_topic))
 

@@ -209,8 +209,11 @@ class ProgressCommitter:
             raise KafkaCommitError(f"the final commit of query {query_id} did not succeed within {timeout:g}s") from None
 
 
-def commit_listener(committer: ProgressCommitter) -> StreamingQueryListener:  # pragma: no mutate block
-    """A ``StreamingQueryListener`` that feeds every progress report to ``committer``."""
+def commit_listener(
+    committer: ProgressCommitter, on_progress: Callable[[Any], None] | None = None
+) -> StreamingQueryListener:  # pragma: no mutate block
+    """A ``StreamingQueryListener`` that feeds every progress report to ``committer``, then
+    to ``on_progress`` (the follower's metrics; whatever it raises is logged, never Spark's)."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class _CommitListener(StreamingQueryListener):
@@ -223,6 +226,11 @@ def commit_listener(committer: ProgressCommitter) -> StreamingQueryListener:  # 
                 committer.record(str(progress.id), [s.endOffset for s in progress.sources])
             except Exception:  # an error here would only be printed by py4j: log it ourselves
                 log.exception("could not record a progress report")
+            if on_progress is not None:
+                try:
+                    on_progress(event.progress)
+                except Exception:  # metrics never stop a pipeline
+                    log.warning("metrics: a progress report was not counted", exc_info=True)
 
         def onQueryIdle(self, event: Any) -> None:
             try:

@@ -39,6 +39,7 @@ from spark_lag_assign.consume.options import (
     TopicPartition,
     foreign_commits,
     offsets_json,
+    parse_source_offsets,
     read_group_starting_offsets,
     source_options,
     tp_names,
@@ -71,6 +72,7 @@ from spark_lag_assign.errors import (
     CommitFencedError,
     CommitHeldError,
     HandoverTimeoutError,
+    InputError,
     KafkaCommitError,
     KafkaReadError,
     NotAuthorizedError,
@@ -80,6 +82,7 @@ from spark_lag_assign.errors import (
 )
 from spark_lag_assign.extract.acls import Acl, not_authorized
 from spark_lag_assign.extract.uris import join_uri
+from spark_lag_assign.metrics import FollowerMetrics, serve
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.plan.document import PlanFormatError
 from spark_lag_assign.store import FENCER, ClaimFencedError, ClaimRecord, Store, StoreError
@@ -160,6 +163,8 @@ class PlanFollower:
         kafka_timeout_ms: int = 15000,
         commit: CommitFunction | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics_port: int | None = None,
+        metrics_addr: str = "0.0.0.0",
     ) -> None:
         plan_io.check_consumer_ids([consumer])
         self.spark = spark
@@ -199,6 +204,12 @@ class PlanFollower:
         self.foreign_commits = 0
         self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
         self._denied: NotAuthorizedError | None = None  # a refused commit: ends the run (no wait grants an ACL)
+        self.metrics = FollowerMetrics(consumer, clock)
+        self._serve_on = (metrics_addr, metrics_port)
+        #: the port the metrics are served on while ``run`` runs (None: not served)
+        self.metrics_port: int | None = None
+        self._blocked_since: dict[str, float] = {}  # holder -> when we began waiting for it (own clock)
+        self._handover_since: float | None = None  # when a plan that moves our partitions was seen
 
     # -- public
 
@@ -254,6 +265,20 @@ class PlanFollower:
         ``NotAuthorizedError`` naming the ACL at the first refusal (never waited out), and
         Spark's error when the query failed.
         """
+        addr, port = self._serve_on
+        server = None
+        if port is not None:  # first: a port in use is one line before anything is claimed
+            server, self.metrics_port = serve(self.metrics.registry, port, addr)
+            log.info("%s: serving its metrics on %s:%d", self.consumer, addr, self.metrics_port)
+        try:
+            return self._run(until_drained)
+        finally:
+            if server is not None:
+                server.shutdown()
+                server.server_close()
+                self.metrics_port = None
+
+    def _run(self, until_drained: bool) -> RunSummary:
         plan = load_plan(self.store)
         consumer_entry(plan, self.consumer, self.store.uri)
         group = self.group or plan.get("group")
@@ -287,7 +312,7 @@ class PlanFollower:
                 timeout_ms=self.kafka_timeout_ms,
             )
         self._saw_plan(plan)
-        listener = commit_listener(self.committer)
+        listener = commit_listener(self.committer, self._progress)
         self.spark.streams.addListener(listener)
         done = threading.Event()
         guard = threading.Thread(target=self._guard, args=(core, done), name=f"lease-guard-{self.consumer}", daemon=True)
@@ -338,6 +363,7 @@ class PlanFollower:
         while True:
             self._observe(core)
             action = core.next(self.clock())
+            self._record_state(core, action)
             if isinstance(action, Exit):
                 self._event(action.reason)
                 return action
@@ -391,6 +417,35 @@ class PlanFollower:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
                 self._failure = self._refused_read(error, core.reading.generation, core.reading.holds) or error
 
+    def _record_state(self, core: Handover, action: object) -> None:
+        """What the pipeline is doing, for its metrics: reading, waiting for earlier owners, stopped."""
+        reading = core.reading
+        blockers = action.blockers if isinstance(action, (Wait, Exit)) else ()
+        now = self.clock()
+        if reading is None and blockers and not isinstance(action, Exit):
+            self._blocked_since = {b.holder: self._blocked_since.get(b.holder, now) for b in blockers}
+        elif not isinstance(action, (ReadClaims, ReadPlan, Write, Fence, OpenCommits, AllowCommits)):
+            self._blocked_since = {}  # the steps between two waits keep the wait going
+        state = "reading" if reading is not None else ("waiting" if self._blocked_since else "stopped")
+        self.metrics.state(state, self._blocked_since)
+        self.metrics.generations(reading.generation if reading else 0, core.plan_generation, len(reading.holds) if reading else 0)
+
+    def _progress(self, progress: Any) -> None:
+        """A micro-batch completed (the listener's thread): records read, commits, lag per topic."""
+        self.metrics.commits(self.committer.commits, self.committer.failures)
+        committed = self.committer.committed(str(progress.id))
+        lag: dict[str, int] = {}
+        for source in progress.sources:
+            try:
+                latest = parse_source_offsets(source.latestOffset)
+            except (InputError, TypeError, ValueError):
+                continue
+            for (topic, partition), offset in latest.items():
+                done = committed.get((topic, partition))
+                if done is not None:
+                    lag[topic] = lag.get(topic, 0) + max(0, offset - done)
+        self.metrics.progress(int(progress.numInputRows or 0), lag)
+
     def _refused_read(self, error: BaseException, generation: int, holds: Holds) -> NotAuthorizedError | None:
         """Spark's Kafka source ends a query the cluster refused with the Java client's error,
         which names the topics but not the ACL: reading needs READ on each."""
@@ -432,7 +487,11 @@ class PlanFollower:
             self._plans[generation] = plan
             for old in [g for g in self._plans if g < generation - 1]:
                 del self._plans[old]
-            self._core.saw_plan(generation, holds_of(plan, self.consumer))
+            new = holds_of(plan, self.consumer)
+            reading = self._core.reading
+            if reading is not None and new != reading.holds and self._handover_since is None:
+                self._handover_since = self.clock()  # ends when it reads the new partitions
+            self._core.saw_plan(generation, new)
             # "service": only the fencer fences, and only its notes stop a pipeline
             self._core.fence_authority = FENCER if plan.get("fencing") == "service" else None
             self._generations.append(generation)
@@ -461,6 +520,8 @@ class PlanFollower:
             core.write_failed(fenced=False, now=self.clock())
             return
         core.wrote(record, sent)
+        if core.reading is not None:
+            self.metrics.renewal()
         self._event("claim", action.state, action.generation, action.holds, began)
 
     def _read_claims(self, core: Handover) -> None:
@@ -647,6 +708,9 @@ class PlanFollower:
         self._query = query
         self.committer.track(str(query.id), action.holds)
         core.started(action.generation, action.holds)
+        if self._handover_since is not None:
+            self.metrics.handover(self.clock() - self._handover_since)
+            self._handover_since = None
         self._event("start", offsets_json(starting), action.generation, action.holds)
         log.info(
             "%s reads %s under generation %d from %s",
@@ -668,6 +732,8 @@ class PlanFollower:
                 ends = sparkcompat.source_end_offsets(query.lastProgress)
                 result, committed = self._final_commit(str(query.id), ends)
             else:
+                if "lease lapsed" in action.reason:
+                    self.metrics.lapse()
                 query.stop()  # at once: whatever it read after its lease lapsed is not committed
                 self.committer.untrack(str(query.id))
             self._query = None
@@ -758,6 +824,7 @@ class PlanFollower:
         return stint.generation if stint is not None else 0
 
     def _on_refused(self, query_id: str) -> None:
+        self.metrics.refused()
         self._refusals += 1
         self._refused.set()
 

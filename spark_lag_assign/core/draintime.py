@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.core.lag import validate_offsets
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.core.quality import exact_sum, exact_sums
 from spark_lag_assign.core.rates import check_rate
 from spark_lag_assign.errors import InputError
@@ -106,15 +107,15 @@ def _check_numbers(lags: pd.DataFrame) -> None:
     if lag.dtype.kind == "i":
         bad = (lag < 0).to_numpy()
     elif lag.dtype.kind == "u":
-        bad = (lag > np.uint64(2**63 - 1)).to_numpy()
+        bad = (lag >= np.uint64(INT64_LIMIT)).to_numpy()
     else:
         values = lag.to_numpy(dtype=float)
-        bad = ~np.isfinite(values) | (values < 0) | (values >= 2.0**63)
+        bad = ~np.isfinite(values) | (values < 0) | (values >= float(INT64_LIMIT))
     if bad.any():
         r = lags[bad].iloc[0]
         raise InputError(f"lags: {r.topic}-{r.partition} has lag {r.lag}; a lag is a number of messages in [0, 2^63)")
     part = pd.to_numeric(lags["partition"], errors="coerce")
-    wrong = part.isna().to_numpy() | ~((part >= 0) & (part < 2**31) & (part == np.floor(part))).to_numpy()
+    wrong = part.isna().to_numpy() | ~((part >= 0) & (part < PARTITION_LIMIT) & (part == np.floor(part))).to_numpy()
     if wrong.any():
         r = lags[wrong].iloc[0]
         raise InputError(f"lags: partition {r.partition} of {r.topic} is not a partition number in [0, 2^31)")
@@ -312,7 +313,7 @@ def _consumer_lags(rows: pd.DataFrame, consumers: pd.Index) -> np.ndarray:
         return sums.reindex(consumers, fill_value=0.0).to_numpy(dtype=float)
     totals = exact_sums(rows["consumer"], rows["lag"]) if len(rows) else {}
     values = [totals.get(c, 0) for c in consumers.tolist()]
-    return np.array(values, dtype=np.int64 if all(v < 2**63 for v in values) else object)
+    return np.array(values, dtype=np.int64 if all(v < INT64_LIMIT for v in values) else object)
 
 
 def produce_rates(earlier: pd.DataFrame, later: pd.DataFrame, interval: float) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.limits import INT64_LIMIT
 from spark_lag_assign.core.subscriptions import distinct, factorize
 from spark_lag_assign.errors import InputError
 
@@ -68,7 +69,14 @@ def _as_int(value: object) -> int:
 
 
 def exact_sum(values: object) -> int:
-    """The sum of integer lags as a Python int: exact, however many and however large."""
+    """The sum of integer lags as a Python int: exact, however many and however large. The
+    one exact sum of the package: the front end's check of a total, the plan's totals and
+    the metrics all use it."""
+    array = np.asarray(values) if not isinstance(values, pd.Series) else values.to_numpy()
+    if array.dtype.kind in "iu" and len(array):
+        bound = max(abs(int(array.min())), abs(int(array.max())))
+        if bound * len(array) < INT64_LIMIT:  # no partial sum can wrap: numpy's own
+            return int(array.sum())
     halves = _halves(values)
     if halves is not None:
         high, low = halves
@@ -129,7 +137,7 @@ def per_consumer(assignment: pd.DataFrame, consumers: Sequence[str]) -> pd.DataF
         sizes = assignment.groupby("consumer", sort=False).size()
         totals = exact_sums(assignment["consumer"], assignment["lag"]) if len(assignment) else {}
     lags = [totals.get(c, 0) for c in names]
-    fits = all(-(2**63) <= v < 2**63 for v in lags)
+    fits = all(-INT64_LIMIT <= v < INT64_LIMIT for v in lags)
     out = pd.DataFrame(
         {
             "partitions": sizes.reindex(names, fill_value=0).to_numpy(dtype=np.int64),

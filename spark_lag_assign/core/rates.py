@@ -33,11 +33,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.limits import PARTITION_LIMIT
 from spark_lag_assign.core.subscriptions import partition_keys
 from spark_lag_assign.errors import InputError
 
 KEY = ["topic", "partition"]
-PARTITIONS = 2**31  # Kafka's partition ids are int32
+PARTITIONS = PARTITION_LIMIT  # Kafka's partition ids are int32
 
 #: where the rates of a plan came from (``plan.json``'s ``rates_source``)
 SOURCES = ("measured", "configured", "measured+configured", "none")

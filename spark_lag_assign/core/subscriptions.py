@@ -14,7 +14,6 @@ Consumer ids are ordered by code point, which is the order of Kafka's Java assig
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any, cast
@@ -45,56 +44,73 @@ def check_consumer_id(consumer: object) -> str:
     return consumer
 
 
-def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+class Subscriptions(dict[str, list[str]]):
+    """Validated subscriptions (``validate_subscriptions``): consumer -> sorted distinct
+    topics, consumers in sorted order; consumers with the same topics share one list, and
+    ``kinds`` maps each distinct topic list to its consumers (``distinct``'s answer), so
+    that nothing downstream compares a thousand lists of ten thousand topics again.
+    Not to be mutated."""
+
+    kinds: dict[tuple[str, ...], list[str]]
+
+
+def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> Subscriptions:
     """consumer -> sorted distinct topics, consumers in sorted order; at least one consumer.
 
-    Consumers with the same topics share one list object (validated once), which lets
-    ``distinct`` and ``SubscriptionIndex`` group them without comparing lists again.
+    Consumers with the same topics share one list object, validated once. Subscriptions
+    already validated are returned as they are.
     """
+    if isinstance(subscriptions, Subscriptions):
+        return subscriptions
     if not isinstance(subscriptions, Mapping):
         raise InputError("subscriptions must map consumer ids to lists of topics")
     if not subscriptions:
         raise InputError("no consumers: subscriptions is empty")
     for consumer in subscriptions:
         check_consumer_id(consumer)
-    by_object: dict[int, list[str]] = {}  # consumers usually share a handful of list objects
-    by_value: dict[tuple[str, ...], list[str]] = {}
-    by_normal: dict[tuple[str, ...], list[str]] = {}
-    out: dict[str, list[str]] = {}
+    # topics as given -> (their sorted list, the consumers of that list)
+    by_value: dict[tuple[str, ...], tuple[list[str], list[str]]] = {}
+    out = Subscriptions()
+    out.kinds = {}
+    last: object = None  # the list of the consumer before: usually every consumer's same list
+    found: tuple[list[str], list[str]] = ([], [])
     for consumer in sorted(subscriptions):
         topics = subscriptions[consumer]
-        normal = by_object.get(id(topics))
-        if normal is None:
+        if topics is not last:
             if isinstance(topics, str) or not isinstance(topics, Sequence | set | frozenset | np.ndarray):
                 raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
             key = tuple(topics)
-            normal = by_value.get(key)
-            if normal is None:
+            known = by_value.get(key)
+            if known is None:
                 names = _objects(key)
                 if key and (pd.api.types.infer_dtype(names, skipna=False) != "string" or "" in key):
                     raise InputError(f"consumer {consumer}: subscriptions must be a list of topic names")
                 normal = list(key) if strictly_increasing(names) else sorted(set(key))
-                normal = by_value[key] = by_normal.setdefault(tuple(normal), normal)
-            by_object[id(topics)] = normal
-        out[consumer] = normal
+                kind = tuple(normal)
+                if kind not in out.kinds:
+                    out.kinds[kind] = []
+                    by_value[kind] = (normal, out.kinds[kind])
+                known = by_value[key] = by_value[kind]
+            found, last = known, topics
+        out[consumer] = found[0]
+        found[1].append(consumer)
     return out
 
 
 def distinct(subscriptions: Mapping[str, Sequence[str]]) -> dict[tuple[str, ...], list[str]]:
     """Each distinct topic list -> the consumers that subscribe to exactly it, in the order of
     the mapping; keys in order of first appearance."""
-    # one pass keyed by list object, then one tuple per distinct object: a thousand consumers
-    # sharing a list of ten thousand topics cost one tuple, not a thousand
-    objects: dict[int, tuple[Sequence[str], list[int]]] = {}
-    consumers = list(subscriptions)
-    for i, consumer in enumerate(consumers):
-        topics = subscriptions[consumer]
-        objects.setdefault(id(topics), (topics, []))[1].append(i)
-    merged: dict[tuple[str, ...], list[int]] = {}
-    for topics, positions in objects.values():
-        merged.setdefault(tuple(topics), []).extend(positions)
-    kinds = sorted(merged.items(), key=lambda item: min(item[1]))
-    return {key: [consumers[i] for i in sorted(positions)] for key, positions in kinds}
+    if isinstance(subscriptions, Subscriptions):
+        return subscriptions.kinds
+    merged: dict[tuple[str, ...], list[str]] = {}
+    last: object = None  # consecutive consumers sharing one list object: one tuple for them all
+    members: list[str] = []
+    for consumer, topics in subscriptions.items():
+        if topics is not last:
+            members = merged.setdefault(tuple(topics), [])
+            last = topics
+        members.append(consumer)
+    return merged
 
 
 class SubscriptionIndex:
@@ -203,10 +219,6 @@ def _codes(values: Sequence[str] | pd.Series | np.ndarray, index: pd.Index) -> n
     heads = run_starts(array)
     if heads is not None:
         return np.repeat(_indexer(index, array[heads]), np.diff(np.r_[heads, len(array)]))
-    objects = by_object(array)
-    if objects is not None:  # few objects (a plan's topics): hash one value per object
-        where, numbers = objects
-        return _indexer(index, array[where])[numbers]
     return _indexer(index, array)
 
 
@@ -231,63 +243,22 @@ def strictly_increasing(values: np.ndarray) -> bool:
 
 def run_starts(values: np.ndarray) -> np.ndarray | None:
     """The first position of each run of equal values, or None when runs are short (most
-    values differ from the previous one): then hashing them all is cheaper.
-
-    Where neighbours are the same object they are equal, and frames often hold one object
-    per distinct value (pyarrow's, and this library's plans), so only the values at the few
-    changes of object are compared then."""
+    values differ from the previous one): then hashing them all is cheaper. A sample of the
+    first values decides, so that a column without runs costs one short comparison."""
     n = len(values)
     if n < 64:
         return None
-    addresses = _addresses(values)
-    if addresses is not None:
-        other = addresses[1:] != addresses[:-1]
-        if np.count_nonzero(other) * 4 <= n:
-            at = np.flatnonzero(other)
-            return np.r_[0, at[values[at + 1] != values[at]] + 1]
     sample = min(n - 1, 4096)
     if int((values[1 : sample + 1] != values[:sample]).sum()) * 4 > sample:
         return None
     return np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1]
 
 
-def by_object(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(a position of each distinct object, each value's object as a number into those) when
-    ``values`` share few objects, as pyarrow's frames and this library's plans do: then one
-    value per object is enough to hash. None when most values are objects of their own."""
-    n = len(values)
-    addresses = _addresses(values) if n >= 64 else None
-    if addresses is None or len(pd.unique(addresses[:4096])) * 4 > min(n, 4096):
-        return None
-    numbers, distinct = pd.factorize(addresses)
-    if len(distinct) * 4 > n:
-        return None
-    where = np.empty(len(distinct), dtype=np.intp)
-    where[numbers] = np.arange(n)  # the last position of each object
-    return where, numbers
-
-
 def factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``pd.factorize(values)``: a code per value in order of first appearance (-1 for a
-    missing one), and the distinct values. Where values share few objects (a plan's names,
-    pyarrow's strings) one value per object is hashed, the objects themselves by address."""
-    objects = by_object(values)
-    if objects is None:
-        codes, uniques = pd.factorize(values)
-        return np.asarray(codes, dtype=np.intp), np.asarray(uniques, dtype=object)
-    # objects are numbered in order of first appearance, so are the values they hold
-    where, numbers = objects
-    codes, uniques = pd.factorize(values[where])
-    return np.asarray(codes, dtype=np.intp)[numbers], np.asarray(uniques, dtype=object)
-
-
-def _addresses(values: np.ndarray) -> np.ndarray | None:
-    """The address of each object of a contiguous object array, as integers (the same address:
-    the same object); a view to compare at once, while ``values`` lives. None for any other array."""
-    if not isinstance(values, np.ndarray) or values.dtype != object or not values.flags.c_contiguous:
-        return None
-    cells = (ctypes.c_size_t * len(values)).from_address(values.ctypes.data)
-    return np.frombuffer(memoryview(cells), dtype=np.uintp)
+    missing one), and the distinct values, as intp and object arrays."""
+    codes, uniques = pd.factorize(values)
+    return np.asarray(codes, dtype=np.intp), np.asarray(uniques, dtype=object)
 
 
 def partition_keys(topic_codes: np.ndarray, partitions: np.ndarray, width: int) -> np.ndarray:

@@ -67,6 +67,7 @@ from spark_lag_assign.group.memberdata import (
     read_member,
     settle_claims,
 )
+from spark_lag_assign.metrics import GroupMetrics
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ class GroupAssignor(AbstractPartitionAssignor):
         max_age_s: float = 120.0,
         seed: int = 0,
         options: Mapping[str, Any] | None = None,
+        metrics: GroupMetrics | None = None,
     ) -> None:
         spec = get_strategy(self.strategy)
         unknown = sorted(set(options or {}) - set(spec.options))
@@ -136,6 +138,10 @@ class GroupAssignor(AbstractPartitionAssignor):
         self._target: _Target | None = None
         #: what the latest assign() on this member did (None until it led a rebalance)
         self.last: Rebalance | None = None
+        #: rebalances led, the lag snapshot's age, fallbacks to count balance (Prometheus)
+        self.metrics = metrics if metrics is not None else GroupMetrics()
+        self._snapshot_age: float | None = None
+        self._count_balance: str | None = None  # why this round balanced by count (metrics.FALLBACKS)
 
     @property
     def cooperative(self) -> bool:
@@ -187,6 +193,7 @@ class GroupAssignor(AbstractPartitionAssignor):
 
     def assign(self, cluster: Any, members: Sequence[Any]) -> dict[str, ConsumerProtocolAssignment]:
         started = time.monotonic()
+        self._snapshot_age, self._count_balance = None, None
         try:
             infos = [read_member(m, self.cooperative) for m in members]
         except Exception as exc:  # noqa: BLE001 - a member object kafka-python never builds; still, never fail
@@ -202,13 +209,16 @@ class GroupAssignor(AbstractPartitionAssignor):
             result, rebalance = self._assign(cluster, infos, started, bad)
         except Exception as exc:
             log.exception("%s: assignment failed (%s); falling back to roundrobin by count", self.name, one_line(exc))
+            self._count_balance = "strategy-failed"
             try:
                 result, rebalance = self._assign(cluster, infos, started, bad, fallback=one_line(exc))
             except Exception as again:  # noqa: BLE001 - nothing sensible is left: an empty round beats a stuck group
                 log.error("%s: the fallback failed too (%s); assigning nothing this round", self.name, one_line(again))
                 self._target = None
+                self.metrics.rebalance(self.name, self._snapshot_age, self._count_balance)
                 return {m.member_id: self._encode([]) for m in infos}
         self.last = rebalance
+        self.metrics.rebalance(self.name, self._snapshot_age, self._count_balance)
         return result
 
     def _assign(
@@ -317,12 +327,13 @@ class GroupAssignor(AbstractPartitionAssignor):
         """(lags of ``partitions``, where they came from, whether they are real); never waits."""
         snap = self.lags.snapshot() if self.lags is not None else None
         why = None
+        self._snapshot_age = snap.age() if snap is not None else None
         if self.lags is None:
-            why = "no lag source configured"
+            why, self._count_balance = "no lag source configured", "no-lag-source"
         elif snap is None:
-            why = "no lag snapshot yet"
+            why, self._count_balance = "no lag snapshot yet", "no-snapshot"
         elif snap.age() > self.max_age_s:
-            why = f"the lag snapshot is {snap.age():.0f} s old (max_age_s={self.max_age_s:.0f})"
+            why, self._count_balance = f"the lag snapshot is {snap.age():.0f} s old (max_age_s={self.max_age_s:.0f})", "stale-snapshot"
         if why is not None or snap is None:
             log.warning("%s: %s; balancing by partition count", self.name, why)
             return partitions.assign(lag=np.zeros(len(partitions), dtype=np.int64)), f"nowhere ({why})", False

@@ -8,11 +8,9 @@ checks the document, so the planner, the stores and the pipelines agree on one f
 
 from __future__ import annotations
 
-import gc
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +19,7 @@ import numpy as np
 import pandas as pd
 from pydantic_core import PydanticSerializationError, to_json
 
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.core.quality import exact_run_sums, exact_sum
 from spark_lag_assign.core.subscriptions import distinct, partition_keys
 from spark_lag_assign.errors import InputError, PlanError
@@ -56,7 +55,7 @@ def check_consumer_ids(consumers: Sequence[str]) -> None:
 
 
 #: what a Kafka partition can hold: (column, lowest, one past the highest)
-_RANGES = (("partition", 0, 2**31), ("lag", 0, 2**63), ("starting_offset", -2, 2**63))
+_RANGES = (("partition", 0, PARTITION_LIMIT), ("lag", 0, INT64_LIMIT), ("starting_offset", -2, INT64_LIMIT))
 
 
 def _check_rows(rows: pd.DataFrame) -> None:
@@ -79,20 +78,6 @@ def _check_rows(rows: pd.DataFrame) -> None:
             )
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a million lists and dicts are made: each full pass
-    would walk every object the driver holds (the plan rows' object arrays included), which
-    doubles the time of building a plan; none of these objects can form a cycle."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _codes(names: pd.Series, sorted_names: Sequence[str]) -> np.ndarray:
     """Each row's position in ``sorted_names`` (int64); a name not there is an error of the caller."""
     codes = pd.Index(list(sorted_names)).get_indexer(pd.Index(names.to_numpy(dtype=object), dtype=object)).astype(np.int64)
@@ -107,7 +92,7 @@ def _order(owner: np.ndarray, topic: np.ndarray, part: np.ndarray, topics: int) 
     owners = int(owner.max()) + 1 if len(owner) else 0
     if owners * max(topics, 1) >= 2**32:  # the key would pass 2^63
         return np.lexsort((part, topic, owner))
-    return np.argsort(partition_keys(owner * topics + topic, part, 2**31), kind="stable")
+    return np.argsort(partition_keys(owner * topics + topic, part, PARTITION_LIMIT), kind="stable")
 
 
 def _run_starts(*sorted_keys: np.ndarray) -> np.ndarray:
@@ -216,8 +201,7 @@ def build_plan(
     by_owner = _order(owner, topic, part, len(planned))
     owner, topic, part = owner[by_owner], topic[by_owner], part[by_owner]
     # one list per (consumer, topic) run, built from whole arrays: no Python object per row but the numbers
-    with _collector_paused():
-        _fill(consumers, names, planned, assigned, by_owner, owner, topic, part)
+    _fill(consumers, names, planned, assigned, by_owner, owner, topic, part)
     unassigned_rows = rows[~has_owner]
     nobody = _codes(unassigned_rows["topic"], planned)
     spare = unassigned_rows["partition"].astype(np.int64).to_numpy()

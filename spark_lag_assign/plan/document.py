@@ -123,6 +123,19 @@ class Observed(TypedDict):
 
 
 @with_config(_STRICT)
+class Sizing(TypedDict):
+    """``--drain-within``: the fewest pipelines whose drain plan empties the backlog in time."""
+
+    deadline_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    pipelines_configured: Count
+    pipelines_needed: Count | None  # null: no number of the configured pipelines drains in time
+    pipelines: list[ConsumerId]  # which ones: pinned first, then the fastest
+    drain_seconds_configured: Seconds | None  # null: never (producers outrun them)
+    drain_seconds_needed: Seconds | None
+    produce_excess: Annotated[float, Field(ge=0, allow_inf_nan=False)]  # records/s producers outrun every pipeline by
+
+
+@with_config(_STRICT)
 class Plan(TypedDict):
     """A plan generation (DESIGN.md, "Plan files"): who reads which partitions from where."""
 
@@ -150,6 +163,7 @@ class Plan(TypedDict):
     # who fences a pipeline whose lease ran out: "self" (absent) the pipeline taking over, with
     # WRITE on every commit id; "service" a fencer (``spark-lag-assign fencer``) on its behalf
     fencing: NotRequired[Literal["self", "service"]]
+    sizing: NotRequired[Sizing]  # issue 25: how many pipelines drain the backlog within a deadline
 
 
 @cache

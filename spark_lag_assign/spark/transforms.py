@@ -9,11 +9,11 @@ function just before its assignor, so that every row goes through Python once: w
 runs (at a million partitions one Arrow round trip less, about 0.9 s). For the per-topic
 strategies (range, lag, shuffle) each group is a bucket of whole topics (a hash of the topic
 name, or of its code), so that ten thousand topics cost a few dozen Python calls, not ten
-thousand: range and lag assign the bucket's topics in one call of their array form (each
-topic by its own rule, as the rule restarts at every topic), shuffle runs once per topic of
-the bucket (a 1M-partition ``lag`` plan: 0.5 s of Python in all, not 2 s); the strategies that need the whole
-group at once (roundrobin, sticky, lag-sticky, drain) run in one global group. Either way the
-rows it returns are exactly those of ``spark_lag_assign.assign`` on the same input. None of
+thousand (a 1M-partition ``lag`` plan: 0.5 s of Python in all, not 2 s): each bucket goes
+through ``spark_lag_assign.assignors.owners`` like a group of its own, which runs the rule
+topic by topic; the strategies that need the whole group at once (roundrobin, sticky,
+lag-sticky, drain) run in one global group. Either way every group is planned by the same
+front end as ``spark_lag_assign.assign``, and the rows are exactly its rows. None of
 these functions reads, writes or creates a session; the job composes them.
 """
 
@@ -36,8 +36,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from spark_lag_assign.assignors import TopicProblem, get_strategy, owners, validate_subscriptions
+from spark_lag_assign.assignors import get_strategy, owners, validate_subscriptions
 from spark_lag_assign.core.lag import check_reset, lag_columns
+from spark_lag_assign.core.subscriptions import distinct
 
 OFFSETS_SCHEMA = StructType(
     [
@@ -175,57 +176,6 @@ def with_previous_owner(previous: DataFrame | None) -> Transform:
 TOPIC_BUCKETS = 64
 
 
-def _topic_rows(
-    strategy: str, subscribers: Mapping[str, Sequence[str]], seed: int, codes: _Codes | None = None
-) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """The applyInPandas function of a per-topic strategy: a bucket of whole topics -> their owners,
-    the assignor called once per topic, as ``spark_lag_assign.assign`` does."""
-    assign_topic = get_strategy(strategy).assign_topic
-    assert assign_topic is not None
-    allowed_sets: dict[int, frozenset[str]] = {}  # topics usually share a handful of subscriber lists
-
-    def apply(rows: pd.DataFrame) -> pd.DataFrame:
-        topic_codes, names = pd.factorize(rows["topic"], sort=True)
-        partitions = rows["partition"].to_numpy(dtype=np.int64)
-        order = np.lexsort((partitions, topic_codes))
-        topic_codes, partitions = topic_codes[order], partitions[order]
-        lags = rows["lag"].to_numpy(dtype=np.int64)[order]
-        previous = rows["previous_owner"].to_numpy(dtype=object)[order]
-        owners = np.full(len(order), None, dtype=object)
-        starts = np.flatnonzero(np.r_[True, topic_codes[1:] != topic_codes[:-1]]) if len(order) else np.zeros(0, int)
-        ends = np.r_[starts[1:], len(order)]
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            topic = str(names[topic_codes[s]])
-            consumers = subscribers.get(topic)
-            if not consumers:
-                continue  # nobody subscribes: the plan lists the topic as unassigned
-            allowed = allowed_sets.get(id(consumers))
-            if allowed is None:
-                allowed = allowed_sets[id(consumers)] = frozenset(consumers)
-            problem = TopicProblem(
-                topic=topic,
-                partitions=partitions[s:e],
-                lags=lags[s:e],
-                consumers=consumers,
-                previous=[o if o in allowed else None for o in previous[s:e].tolist()],
-                seed=seed,
-            )
-            got = list(assign_topic(problem))
-            if len(got) != e - s:
-                raise AssertionError(f"strategy {strategy} returned {len(got)} owners for {e - s} partitions of {topic}")
-            owners[s:e] = got
-        return _plan_frame(
-            owners,
-            rows["topic"].to_numpy(dtype=object)[order],
-            partitions,
-            lags,
-            rows["starting_offset"].to_numpy(dtype=np.int64)[order],
-            codes,
-        )
-
-    return apply
-
-
 def _group_rows(
     strategy: str,
     subscriptions: Mapping[str, Sequence[str]],
@@ -234,8 +184,8 @@ def _group_rows(
     codes: _Codes | None = None,
 ) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """The applyInPandas function of a whole-group strategy (every row -> its owner, via
-    ``owners``), and of a bucket of topics for a per-topic strategy with an array form
-    (``range``, ``lag``: one call assigns every topic of the bucket, each by its own rule)."""
+    ``owners``), and of a bucket of whole topics for a per-topic strategy (each topic by its
+    own rule)."""
 
     def apply(rows: pd.DataFrame) -> pd.DataFrame:
         owned = rows[rows["previous_owner"].notna()]
@@ -251,27 +201,6 @@ def _group_rows(
         )
 
     return apply
-
-
-def _subscribers(subscriptions: Mapping[str, list[str]]) -> dict[str, list[str]]:
-    """topic -> its subscribers, sorted; topics with the same subscribers share one list (pickled
-    once when Spark ships the function to its workers)."""
-    kinds: dict[int, tuple[list[str], list[str]]] = {}  # id of a topic list -> (it, its consumers)
-    for consumer in sorted(subscriptions):
-        topics = subscriptions[consumer]
-        kinds.setdefault(id(topics), (topics, []))[1].append(consumer)
-    readers: dict[str, list[list[str]]] = {}
-    for topics, members in kinds.values():
-        for t in topics:
-            readers.setdefault(t, []).append(members)
-    shared: dict[tuple[int, ...], list[str]] = {}
-    out: dict[str, list[str]] = {}
-    for t, groups in readers.items():
-        key = tuple(id(g) for g in groups)
-        if key not in shared:
-            shared[key] = groups[0] if len(groups) == 1 else sorted(c for g in groups for c in g)
-        out[t] = shared[key]
-    return out
 
 
 def _prepared(
@@ -334,17 +263,13 @@ def _assign_stage(
         if coded and codes is None:
             raise ValueError("rows that name topics by topic_code need the topics it indexes (topics=...)")
         rows = frame.select("topic_code" if coded else "topic", "partition", *given, "previous_owner")
+        apply = _group_rows(strategy, subs, seed, options, codes)
         if spec.scope == "topic":
-            subscribers = _subscribers(subs)
-            buckets = max(1, min(TOPIC_BUCKETS, len(subscribers)))
+            subscribed = {t for topic_list in distinct(subs) for t in topic_list}
+            buckets = max(1, min(TOPIC_BUCKETS, len(subscribed)))
             key = F.col("topic_code") if coded else F.xxhash64("topic")
-            if spec.assign_codes is not None:  # the rule's array form takes a bucket's topics in one call
-                apply = _group_rows(strategy, subs, seed, options, codes)
-            else:
-                apply = _topic_rows(strategy, subscribers, seed, codes)
             grouped = rows.groupBy(F.pmod(key, F.lit(buckets)).alias("_bucket"))
         else:
-            apply = _group_rows(strategy, subs, seed, options, codes)
             grouped = rows.groupBy(F.lit(0).alias("_all"))
         if reset is not None or coded:
             apply = _prepared(apply, reset, codes.topics if coded and codes is not None else None)
@@ -362,8 +287,8 @@ def assign_partitions(
 ) -> Transform:
     """lags (+ previous_owner) -> plan rows [consumer, topic, partition, lag, starting_offset].
 
-    Per-topic strategies run as ``groupBy(bucket of topics).applyInPandas``, the assignor once
-    per topic; whole-group strategies as one global ``applyInPandas`` stage. Partitions of
+    Per-topic strategies run as ``groupBy(bucket of topics).applyInPandas``, each topic by
+    its own rule; whole-group strategies as one global ``applyInPandas`` stage. Partitions of
     topics nobody subscribes to keep a null consumer, so that the plan can list them. Given
     ``topics`` (every topic of the input), the rows carry codes instead of names
     (PLAN_CODES_SCHEMA; ``decode_plan`` turns them back on the driver).

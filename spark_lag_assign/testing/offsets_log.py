@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from spark_lag_assign.consume.kafka_commit import parse_metadata
 
@@ -172,15 +173,19 @@ def of_group(commits: Iterable[OffsetCommit], group: str) -> list[OffsetCommit]:
     return sorted((c for c in commits if c.group == group), key=lambda c: c.position)
 
 
-def read_commits(bootstrap_servers: str, group: str | None = None, *, timeout: float = 120.0) -> list[OffsetCommit]:
+def read_commits(
+    bootstrap_servers: str, group: str | None = None, *, timeout: float = 120.0, client_options: Mapping[str, Any] | None = None
+) -> list[OffsetCommit]:
     """Every offset commit in ``__consumer_offsets`` that a ``read_committed`` reader sees,
-    up to the log's end as of the call, in log order; only ``group``'s if given."""
+    up to the log's end as of the call, in log order; only ``group``'s if given. On a broker
+    that authorizes, ``client_options`` log in as a super user (nobody else may read the log)."""
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
 
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap_servers, client_id="sla-offsets-log", enable_auto_commit=False,
         isolation_level="read_committed", auto_offset_reset="earliest", max_partition_fetch_bytes=4 * 1024 * 1024,
+        **dict(client_options or {}),
     )  # fmt: skip
     try:
         partitions = consumer.partitions_for_topic(TOPIC)

@@ -123,12 +123,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--claim-transaction-timeout-ms", type=int, default=None,
         help="kafka:// store: the claim writer's transaction timeout (the store's default if not given)",
     )  # fmt: skip
+    p.add_argument(
+        "--kafka-option", metavar="K=V", action="append", default=[],
+        help="a kafka-python client option (repeatable) of the store, the follower's commits and fences and the sink's "
+        "producers, e.g. security_protocol=SASL_PLAINTEXT; a value that parses as JSON is taken as such",
+    )  # fmt: skip
+    p.add_argument(
+        "--source-option", metavar="K=V", action="append", default=[],
+        help="an option of Spark's Kafka source (repeatable), verbatim, e.g. kafka.sasl.jaas.config=...",
+    )  # fmt: skip
+    p.add_argument(
+        "--wait-for-plan", type=float, default=0.0, metavar="SECONDS",
+        help="wait this long for a first plan in the store (the process may start while the planner still runs)",
+    )  # fmt: skip
     p.add_argument("--sigstop-before-claim", action="store_true", help="SIGSTOP the process group before the first claim")
     p.add_argument(
         "--pause-on-usr1", action="store_true",
         help="after a SIGUSR1, SIGSTOP the process group just before the next batch's offsets are committed",
     )  # fmt: skip
     return p
+
+
+def client_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--kafka-option`` pairs as kafka-python settings: JSON values (numbers, booleans) as such."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
 
 
 def _emit(kind: str, payload: Mapping[str, Any]) -> None:
@@ -151,7 +176,10 @@ class BatchSink:
         self.stints: list[str] = []  # the label of every query started, in order (its records carry it)
         self._pause = threading.Event()
         # a broker that comes back is found within a second, not after a 30 s backoff
-        common: dict[str, Any] = {"bootstrap_servers": args.bootstrap_servers, "acks": "all", "reconnect_backoff_max_ms": 1000}
+        common: dict[str, Any] = {
+            "bootstrap_servers": args.bootstrap_servers, "acks": "all", "reconnect_backoff_max_ms": 1000,
+            **client_options(args.kafka_option),
+        }  # fmt: skip
         # the markers need no transaction: a marker only says when a completed batch ended
         self.markers = KafkaProducer(linger_ms=0, client_id=f"sla-markers-{args.consumer}", **common)
         # idempotent (kafka-python's default): its own retries never write a record twice
@@ -390,7 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     spark.sparkContext.setLogLevel("WARN")
     settings = {} if args.claim_transaction_timeout_ms is None else {"claim_transaction_timeout_ms": args.claim_transaction_timeout_ms}
-    store = open_store(args.store, **settings)
+    login = client_options(args.kafka_option)
+    store = open_store(args.store, client_options=login, **settings)
+    if args.wait_for_plan > 0 and store.wait_for_plan(0, args.wait_for_plan) is None:
+        log.error("no plan in %s within %gs", args.store, args.wait_for_plan)
+        store.close()
+        spark.stop()
+        return EXIT_ERROR
     signal.signal(signal.SIGCONT, lambda *_: _CONTINUED.set())
     if args.sigstop_before_claim:
         _stop_before_claim(store)
@@ -413,7 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             # (Kafka's admin client needs request.timeout.ms <= default.api.timeout.ms)
             "kafka.default.api.timeout.ms": 20000,
             "kafka.request.timeout.ms": 10000,
+            **dict(kv.split("=", 1) for kv in args.source_option),
         },
+        client_options=login,
         lease=args.lease,
         poll_interval=args.poll_interval,
         handover_timeout=args.handover_timeout,

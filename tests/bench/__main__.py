@@ -34,6 +34,7 @@ from tests.bench import (
     rates_bench,
     report,
     scale,
+    sizing_bench,
 )
 
 
@@ -147,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         f"speed at {mode.rate_speed[0]:,} partitions)"
     )
 
+    sized = sizing_bench.run(range(mode.rate_seeds))
+    clock.done(
+        f"sizing for a deadline ({mode.rate_seeds} seeds x {len(sizing_bench.LOADS)} loads x "
+        f"{len(sizing_bench.SPEEDS)} speeds x {len(sizing_bench.FACTORS)} deadlines)"
+    )
+
     grid = None
     job: list[dict[str, object]] | None = None
     if not args.no_scale:
@@ -196,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     churn.to_csv(out / "churn.csv", index=False)
     drained.to_csv(out / "drain.csv", index=False)
     timed_rates.to_csv(out / "rates.csv", index=False)
+    sized.to_csv(out / "sizing.csv", index=False)
     if grid is not None:
         grid.to_csv(out / "scale.csv", index=False)
     if job is not None:
@@ -207,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     goals += report.java_targets(java, java_error)
     text = render(mode, clock, static, churn, drained, grid, job, goals, pngs, sticky_rows)
     text += rates_section(mode, timed_rates, rate_speed, pngs["rates"])
+    text += sizing_section(mode, sized)
     text += "\n" + (
         java_compare.section(java, pngs["java"], mode.name == "quick")
         if java is not None
@@ -240,7 +249,7 @@ def render(
         f"`python -m tests.bench{' --quick' if mode.name == 'quick' else ''}` ({mode.name} run), {when}; "
         f"{os.cpu_count()} cores shared with other work: 1-minute load average {loads} (at the start and after each "
         f"section). Wall time {clock.total:.0f} s: {sections}. Timings are single runs on that machine; read them "
-        "as orders of magnitude. Raw results: `static.csv`, `churn.csv`, `drain.csv`, `scale.csv`, `job.json`, `java.csv`.",
+        "as orders of magnitude. Raw results: `static.csv`, `churn.csv`, `drain.csv`, `sizing.csv`, `scale.csv`, `job.json`, `java.csv`.",
         "Planners: ours (`range`, `roundrobin`, `lag`, `shuffle`, `sticky`, `lag-sticky`) and kafka-python 3.0.12's "
         "`RangePartitionAssignor` (`kp-range`), `RoundRobinPartitionAssignor` (`kp-roundrobin`) and "
         "`StickyPartitionAssignor` (`kp-sticky`), called directly on the same inputs (`tests/peers.py`). "
@@ -347,6 +356,21 @@ def rates_section(mode: Mode, results: pd.DataFrame, speed: dict[str, float], pn
         f"with heterogeneous rates, {speed['lag-sticky equal ratio']:.2f}x with equal ones); drain "
         f"{speed['drain']:.2f} s with heterogeneous rates ({speed['drain ratio']:.2f}x the bound), "
         f"{speed['drain equal']:.2f} s with equal ones ({speed['drain equal ratio']:.2f}x).",
+    ]
+    return "\n\n".join(parts) + "\n"
+
+
+def sizing_section(mode: Mode, results: pd.DataFrame) -> str:
+    """The evidence of issue 25's sizing: pipelines needed against the bound, predicted against simulated time."""
+    parts = [
+        "",
+        f"## Sizing for a deadline ({mode.rate_seeds} seeds per row)",
+        (sizing_bench.__doc__ or "").split("\n\n", 1)[1].replace("\n", " ").strip(),
+        "Cells: `needed` and `bound` as min-max over the seeds that have an answer (`bound` over all seeds); `none`: "
+        "seeds where no number of the configured pipelines drains in time; times are medians. Raw: `sizing.csv`.",
+        sizing_bench.table(results),
+        rates_bench.targets_table(sizing_bench.targets(results)),
+        sizing_bench.unanswered(results),
     ]
     return "\n\n".join(parts) + "\n"
 

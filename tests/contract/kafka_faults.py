@@ -8,7 +8,7 @@ from __future__ import annotations
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
-from spark_lag_assign.store.kafka import claims_topic, generation_prefix, plans_topic
+from spark_lag_assign.store.kafka_names import claims_topic, generation_prefix, plans_topic
 
 GARBAGE = b"\xff\xfe not a record of spark-lag-assign \x00"
 

@@ -47,7 +47,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,9 +148,10 @@ class Producers(threading.Thread):
     counting what the broker acknowledged; ``grow`` adds partitions as it runs. Through a
     broker outage it waits and retries (idempotent: a retry never writes a record twice)."""
 
-    def __init__(self, bootstrap: str, partitions: dict[str, int]) -> None:
+    def __init__(self, bootstrap: str, partitions: dict[str, int], *, client_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name="producers", daemon=True)
         self.bootstrap = bootstrap
+        self.client_options = dict(client_options or {})
         self.partitions = dict(partitions)
         self.sent: dict[TP, int] = {(t, p): 0 for t, n in partitions.items() for p in range(n)}
         self.halt = threading.Event()
@@ -171,7 +172,7 @@ class Producers(threading.Thread):
 
         def open_producer() -> Any:
             return KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=5, client_id="hp-producer",
-                                 enable_idempotence=True, reconnect_backoff_max_ms=1000)  # fmt: skip
+                                 enable_idempotence=True, reconnect_backoff_max_ms=1000, **self.client_options)  # fmt: skip
 
         producer = open_producer()
         try:
@@ -212,9 +213,10 @@ class CommitSampler(threading.Thread):
     a new reader would see them; a failed sample (the broker away) is counted and the client
     opened again. The waits of a scenario use them; every commit is judged from the log."""
 
-    def __init__(self, bootstrap: str, group: str = GROUP) -> None:
+    def __init__(self, bootstrap: str, group: str = GROUP, *, client_options: Mapping[str, Any] | None = None) -> None:
         super().__init__(name="commit-sampler", daemon=True)
         self.bootstrap, self.group = bootstrap, group
+        self.client_options = dict(client_options or {})
         self.samples: list[tuple[float, dict[TP, int]]] = []
         self.halt = threading.Event()
         self.errors = 0
@@ -226,7 +228,8 @@ class CommitSampler(threading.Thread):
         while not self.halt.is_set():
             try:
                 if admin is None:
-                    admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="hp-sampler", request_timeout_ms=5000)
+                    admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="hp-sampler", request_timeout_ms=5000,
+                                             **self.client_options)  # fmt: skip
                 found = admin.list_group_offsets(self.group)[self.group]
                 self.samples.append((time.time(), {(tp.topic, tp.partition): om.offset for tp, om in found.items() if om.offset >= 0}))
             except Exception:
@@ -286,8 +289,13 @@ class ProcessScenario:
     """The processes of one run, their logs, and waiting on what they report (shared by the
     local proof here and the cluster proof in tests/cluster)."""
 
-    def __init__(self, bootstrap: str, store: str, logs: Path, *, label: str = "", step_timeout: float = STEP_TIMEOUT) -> None:
+    def __init__(
+        self, bootstrap: str, store: str, logs: Path, *, label: str = "", step_timeout: float = STEP_TIMEOUT,
+        client_options: Mapping[str, Any] | None = None,
+    ) -> None:  # fmt: skip
         self.bootstrap, self.store, self.logs = bootstrap, store, logs
+        #: how the test's own readers (sinks, the offsets log, the group) log in: a super user on a broker with ACLs
+        self.client_options = dict(client_options or {})
         self.label, self.step_timeout = label, step_timeout
         self.processes: list[NamespacedProcess] = []
         self.pipelines: dict[str, NamespacedProcess] = {}  # the running process of each consumer
@@ -356,8 +364,9 @@ class ProcessScenario:
                 for q in app.queries_of(self.lines(proc, "EVENT"), lease, process=proc.name, died=self.died.get(proc.name))]  # fmt: skip
 
     def fences(self) -> list[tuple[float, str, str]]:
-        """(when, whom, by whom): every fence a pipeline set."""
-        return sorted((float(e["wall"]), str(e["detail"]), consumer)
+        """(when, whom, by whom): every fence a pipeline set, or saw the fencer set for it
+        (service fencing: the event's detail is "<whom> (by the fencer)")."""
+        return sorted((float(e["wall"]), str(e["detail"]).split(" ", 1)[0], consumer)
                       for consumer, proc in self.runs for e in self.lines(proc, "EVENT") if e["kind"] == "fence")  # fmt: skip
 
     def log_count(self, text: str, since: float = 0.0) -> int:
@@ -394,16 +403,18 @@ class Scenario(ProcessScenario):
     """The local proof: the planner and pipelines as local-Spark processes, the Kafka store."""
 
     def __init__(self, kafka: LocalKafka, logs: Path) -> None:
-        super().__init__(kafka.bootstrap_servers, f"kafka://{kafka.bootstrap_servers}/{STORE_NAME}", logs)
+        # on a broker that authorizes, the test's own clients log in as its super user
+        super().__init__(kafka.bootstrap_servers, f"kafka://{kafka.bootstrap_servers}/{STORE_NAME}", logs,
+                         client_options=kafka.client_options())  # fmt: skip
 
-    def plan(self, consumers: str, topics: str = f"{ORDERS},{PAYMENTS}") -> int:
-        """Run the planner as a process of its own; the generation it published."""
+    def plan(self, consumers: str, topics: str = f"{ORDERS},{PAYMENTS}", extra: Sequence[str] = ()) -> int:
+        """Run the planner as a process of its own (``extra``: more of its flags); the generation it published."""
         n = len(self.planner_seconds) + 1
         argv = [
             sys.executable, "-m", "spark_lag_assign.cli", "plan",
             "--store", self.store, "--bootstrap-servers", self.bootstrap, "--group", GROUP,
             "--topics", topics, "--consumers", consumers, "--strategy", "range", "--reset", "earliest",
-            "--master", "local[1]",
+            "--master", "local[1]", *extra,
         ]  # fmt: skip
         began = time.monotonic()
         proc = NamespacedProcess(f"planner-{n}", argv, self.logs / f"planner-{n}.log").start()
@@ -432,11 +443,11 @@ class Scenario(ProcessScenario):
         return proc
 
 
-def end_offsets(bootstrap: str, tps: list[TP]) -> dict[TP, int]:
+def end_offsets(bootstrap: str, tps: list[TP], client_options: Mapping[str, Any] | None = None) -> dict[TP, int]:
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="hp-ends", enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id="hp-ends", enable_auto_commit=False, **dict(client_options or {}))
     try:
         found = consumer.end_offsets([TopicPartition(t, p) for t, p in tps])
         return {(tp.topic, tp.partition): int(o) for tp, o in found.items()}
@@ -444,7 +455,7 @@ def end_offsets(bootstrap: str, tps: list[TP]) -> dict[TP, int]:
         consumer.close()
 
 
-def read_committed(bootstrap: str, topic: str) -> list[bytes]:
+def read_committed(bootstrap: str, topic: str, client_options: Mapping[str, Any] | None = None) -> list[bytes]:
     """Every value of a single-partition topic that a ``read_committed`` reader sees."""
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
@@ -452,6 +463,7 @@ def read_committed(bootstrap: str, topic: str) -> list[bytes]:
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap, client_id="hp-sink-reader", enable_auto_commit=False,
         isolation_level="read_committed", auto_offset_reset="earliest", max_partition_fetch_bytes=4 * 1024 * 1024,
+        **dict(client_options or {}),
     )  # fmt: skip
     tp = TopicPartition(topic, 0)
     try:
@@ -479,11 +491,11 @@ def readers(records: list[app.SinkRecord], tp: TP) -> list[str]:
     return [c for i, c in enumerate(order) if i == 0 or order[i - 1] != c]
 
 
-def group_offsets(bootstrap: str, group: str) -> dict[TP, int]:
+def group_offsets(bootstrap: str, group: str, client_options: Mapping[str, Any] | None = None) -> dict[TP, int]:
     """The group's committed offsets as the broker serves them now (OffsetFetch)."""
     from kafka import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="hp-final")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="hp-final", **dict(client_options or {}))
     try:
         found = admin.list_group_offsets(group)[group]
         return {(tp.topic, tp.partition): om.offset for tp, om in found.items() if om.offset >= 0}
@@ -491,11 +503,13 @@ def group_offsets(bootstrap: str, group: str) -> dict[TP, int]:
         admin.close()
 
 
-def seed_group(bootstrap: str, group: str, partitions: dict[str, int]) -> tuple[int, int]:
+def seed_group(
+    bootstrap: str, group: str, partitions: dict[str, int], client_options: Mapping[str, Any] | None = None
+) -> tuple[int, int]:
     """Commit offset 0 everywhere (the group exists before any pipeline commits, as a group
     that pipelines feed does); the log position of the last of those commits."""
-    commit(bootstrap, group, {(t, p): 0 for t, n in partitions.items() for p in range(n)})
-    return offsets_log.read_commits(bootstrap, group)[-1].position
+    commit(bootstrap, group, {(t, p): 0 for t, n in partitions.items() for p in range(n)}, client_options=client_options)
+    return offsets_log.read_commits(bootstrap, group, client_options=client_options)[-1].position
 
 
 # -- the verdict: what the sinks and the broker recorded --------------------------------------------
@@ -570,11 +584,12 @@ def judge(
     s: ProcessScenario, group: str, sink: str, ends: dict[TP, int], seeded: tuple[int, int], lease: float,
     generations: Sequence[int], sampler: CommitSampler,
 ) -> Verdict:  # fmt: skip
-    records = [app.parse_record(v) for v in read_committed(s.bootstrap, sink)]
-    markers = dict(app.parse_marker(v) for v in read_committed(s.bootstrap, app.markers_topic(sink)))
+    login = s.client_options
+    records = [app.parse_record(v) for v in read_committed(s.bootstrap, sink, login)]
+    markers = dict(app.parse_marker(v) for v in read_committed(s.bootstrap, app.markers_topic(sink), login))
     batches = app.batches_of(records, markers)
     queries = s.queries(lease)
-    commits = [c for c in offsets_log.read_commits(s.bootstrap, group) if c.position > seeded]
+    commits = [c for c in offsets_log.read_commits(s.bootstrap, group, client_options=login) if c.position > seeded]
     late, late_problems = app.late_batches(batches, queries)
     late_keys = {b.key for found in late.values() for b in found}
     last_logged: dict[TP, int] = {}
@@ -597,7 +612,7 @@ def judge(
         stale=app.stale_commits(commits, queries),
         after_fence=app.commits_after_fences(commits, s.fences(), queries),
         sampled_backwards=app.backwards(sampler.samples),
-        final=group_offsets(s.bootstrap, group),
+        final=group_offsets(s.bootstrap, group, login),
         last_logged=last_logged,
     )
 

@@ -25,7 +25,8 @@ from kafka.structs import TopicPartition
 
 from spark_lag_assign.errors import ConfigError
 from spark_lag_assign.store import ClaimRecord, PublishFencedError, StoreError, open_store
-from spark_lag_assign.store.kafka import CHUNK_BYTES, MAX_MESSAGE_BYTES, TopicLayoutError, claims_topic, plans_topic
+from spark_lag_assign.store.kafka import TopicLayoutError
+from spark_lag_assign.store.kafka_names import CHUNK_BYTES, MAX_MESSAGE_BYTES, claims_topic, plans_topic
 from tests.contract.test_store_contract import make_plan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
-from spark_lag_assign.store.kafka import _digest, consumer_key, encode_plan, plans_topic
+from spark_lag_assign.store.kafka_names import _digest, consumer_key, encode_plan, plans_topic
 from spark_lag_assign.testing.localkafka import LocalKafka
 
 SUBS = {"C0": ["t0"], "C1": ["t0"]}

@@ -112,32 +112,6 @@ def test_runs_are_sticky_and_generations_grow(spark, capsys, tmp_path: Path, sna
     assert "optimality" in out
 
 
-def test_a_big_plan_releases_the_jvms_garbage_and_plans_the_same(
-    spark, capsys, tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
-    from spark_lag_assign.spark import job
-
-    jvm = spark.sparkContext._jvm
-    # full collections (young ones come and go with any job): G1's "Old Generation", or the
-    # serial and parallel collectors' "MarkSweep" a JVM on one CPU picks by default
-    full = [
-        b
-        for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
-        if "Old" in b.getName() or "MarkSweep" in b.getName()
-    ]
-    assert full, [b.getName() for b in jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()]
-    plans = []
-    for rows in (job.RELEASE_ROWS, 1):  # this plan's 5 rows: below the threshold, then above it
-        monkeypatch.setattr(job, "RELEASE_ROWS", rows)
-        before = sum(b.getCollectionCount() for b in full)
-        out = tmp_path / f"p{rows}"
-        code, _, err = run(spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "C0,C1", "--output", str(out))
-        assert code == 0, err
-        plans.append((plan_io.read_plan(out)["consumers"], sum(b.getCollectionCount() for b in full) - before))
-    assert plans[0][0] == plans[1][0]
-    assert (plans[0][1], plans[1][1]) == (0, 1)  # System.gc() in the driver's JVM, only for the big plan
-
-
 _JVM_FLAGS = """
 import json
 from spark_lag_assign.cli import local_session_factory

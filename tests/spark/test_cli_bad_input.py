@@ -167,6 +167,26 @@ CASES = [
     pytest.param(
         Case((*SNAP, "--consumers", "a", "--strategy", "best"), "--strategy: unknown strategy 'best'"), id="unknown-strategy"
     ),
+    # -- sizing for a deadline (issue 25)
+    pytest.param(
+        Case((*SNAP, "--consumers", "a", "--rate", "10", "--drain-within=-5m"), "--drain-within: '-5m' is negative"),
+        id="drain-within-negative",
+    ),
+    pytest.param(
+        Case(
+            ("--config", "{file:c.toml}"),
+            "[plan] pinned: pinned pipeline(s) not in the group: z",
+            files={"c.toml": conf('drain_within = "45m"', 'pinned = ["z"]')},
+        ),
+        id="conf-pinned-unknown",
+    ),
+    pytest.param(
+        Case(
+            (*SNAP, "--consumers", "a", "--drain-within", "45m", "--size-to-deadline"),
+            "--size-to-deadline: the sized plan is drain's: use strategy drain (not lag-sticky)",
+        ),
+        id="size-to-deadline-without-drain",
+    ),
     # -- the group
     pytest.param(Case((*SNAP, "--consumers", ","), "--consumers: no consumers"), id="zero-consumers"),
     pytest.param(Case((*SNAP, "--consumers", "a,b,a"), "consumer id 'a' is given twice"), id="duplicate-consumer"),
@@ -450,4 +470,5 @@ def test_the_table_covers_the_issues_list() -> None:
         "option-max-swaps", "empty-snapshot", "most-partitions-dropped", "unreachable", "auth-refused", "unknown-group",
         "missing-topic", "snapshot-value", "subscriptions-duplicate", "zero-consumers", "duplicate-consumer",
         "unknown-strategy", "unknown-option", "unwritable-output", "locked-output",
+        "drain-within-negative", "conf-pinned-unknown", "size-to-deadline-without-drain",  # issue 25
     } <= ids  # fmt: skip

@@ -280,3 +280,97 @@ def test_snapshot_and_show_are_validated_before_any_work(tmp_path: Path, capsys:
         err = capsys.readouterr().err.strip()
         assert code == status and message in err and len(err.splitlines()) == 1, (argv, err)
     assert not (tmp_path / "s.csv").exists()
+
+
+SIZED = LIVE.replace(
+    "[plan]",
+    '[plan]\nstrategy = "drain"\nmetrics_file = "/var/lib/node_exporter/planner.prom"\npushgateway = "http://pg:9091"\n'
+    'drain_within = "45m"\nsize_to_deadline = true\npinned = ["c1"]',
+)
+
+
+def test_the_metrics_and_sizing_keys_from_the_file_then_the_environment_then_flags(tmp_path: Path) -> None:
+    path = write(tmp_path, SIZED)
+    s = config.settings(path)
+    assert (s.metrics_file, s.pushgateway, s.drain_within, s.size_to_deadline, s.pinned) == (
+        "/var/lib/node_exporter/planner.prom", "http://pg:9091", 2700.0, True, ("c1",)
+    )  # fmt: skip
+    assert config.settings(write(tmp_path, LIVE)).drain_within is None  # absent: not sized
+    env = {"SPARK_LAG_ASSIGN_METRICS_FILE": "m.prom", "SPARK_LAG_ASSIGN_PUSHGATEWAY": "http://other:9091",
+           "SPARK_LAG_ASSIGN_DRAIN_WITHIN": "1h30m", "SPARK_LAG_ASSIGN_SIZE_TO_DEADLINE": "false",
+           "SPARK_LAG_ASSIGN_PINNED": "c0, c1"}  # fmt: skip
+    s = config.settings(path, environ=env)
+    assert (s.metrics_file, s.pushgateway, s.drain_within, s.size_to_deadline, s.pinned) == (
+        "m.prom", "http://other:9091", 5400.0, False, ("c0", "c1")
+    )  # fmt: skip
+    s = config.settings(path, environ=env, drain_within="90", pinned="c1", metrics_file="f.prom")
+    assert (s.drain_within, s.pinned, s.metrics_file) == (90.0, ("c1",), "f.prom")
+    assert config.settings(write(tmp_path, SIZED.replace('"45m"', "600"))).drain_within == 600.0  # a number: seconds
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ('drain_within = "-5m"', "[plan] drain_within: '-5m' is negative: a deadline is a time from now (e.g. 45m)"),
+        ('drain_within = "soon"', "[plan] drain_within: 'soon' is not a duration (e.g. 45m, 1h30m, 90s)"),
+        ("drain_within = 0", "[plan] drain_within: 0.0 must be a time of more than zero seconds (e.g. 45m)"),
+        ("drain_within = true", "[plan] drain_within: input should be a valid string, not True"),
+        ('drain_within = "45m"\npinned = ["c9"]', "[plan] pinned: pinned pipeline(s) not in the group: c9"),
+        ('pinned = ["c0"]', "[plan] pinned: pinned pipelines are for sizing: give drain_within too"),
+        ("size_to_deadline = true", "[plan] size_to_deadline: size_to_deadline needs drain_within (the deadline)"),
+        (
+            'drain_within = "45m"\nsize_to_deadline = true',
+            "[plan] size_to_deadline: the sized plan is drain's: use strategy drain (not lag-sticky)",
+        ),
+        ('size_to_deadline = "yes"', "[plan] size_to_deadline: input should be a valid boolean, not 'yes'"),
+        ("metrics_file = 7", "[plan] metrics_file: input should be a valid string, not 7"),
+        ("pushgateway = 7", "[plan] pushgateway: input should be a valid string, not 7"),
+    ],
+)
+def test_bad_metrics_and_sizing_keys_are_one_line_naming_the_key(tmp_path: Path, lines: str, message: str) -> None:
+    path = write(tmp_path, LIVE.replace("[plan]", f"[plan]\n{lines}"))
+    with pytest.raises(ConfigError) as err:
+        config.settings(path)
+    assert str(err.value) == f"{path}: {message}"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SPARK_LAG_ASSIGN_DRAIN_WITHIN": "-1h"}, "SPARK_LAG_ASSIGN_DRAIN_WITHIN: '-1h' is negative"),
+        ({"SPARK_LAG_ASSIGN_DRAIN_WITHIN": "1h30"}, "SPARK_LAG_ASSIGN_DRAIN_WITHIN: '1h30' is not a duration"),
+        ({"SPARK_LAG_ASSIGN_SIZE_TO_DEADLINE": "maybe"}, "SPARK_LAG_ASSIGN_SIZE_TO_DEADLINE: input should be a valid boolean"),
+        (
+            {"SPARK_LAG_ASSIGN_DRAIN_WITHIN": "1h", "SPARK_LAG_ASSIGN_PINNED": "c0,zz"},
+            "SPARK_LAG_ASSIGN_PINNED: pinned pipeline(s) not in the group: zz",
+        ),
+    ],
+)
+def test_bad_metrics_and_sizing_variables_are_one_line_naming_the_variable(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        config.settings(write(tmp_path, LIVE), environ=env)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_files_deadline_and_pinned_pipelines_size_simulate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read from the file, they take effect: ``simulate`` answers for the file's deadline, the
+    pinned pipeline first (test_sizing.py's worked example, C pinned), and the environment's wins."""
+    from spark_lag_assign import cli
+
+    offsets = write(tmp_path, "topic,partition,beginning_offset,end_offset,committed_offset\nt0,0,0,600,0\nt0,1,0,300,0\nt0,2,0,300,0\n",
+                    "now.csv")  # fmt: skip
+    rates = write(tmp_path, "consumer,records_per_second\nA,100\nB,200\nC,100\n", "rates.csv")
+    path = write(tmp_path, '[plan]\ndrain_within = "5s"\npinned = ["C"]\n')
+    args = ["simulate", "--config", str(path), "--offsets", str(offsets), "--consumers", "A,B,C", "--rates", str(rates),
+            "--strategies", "drain"]  # fmt: skip
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1] == (
+        "drain within 5.0 s: 2 pipeline(s) needed (C, B), draining in 4.5 s; 3 configured pipeline(s) drain in 3.0 s"
+    )
+    monkeypatch.setenv("SPARK_LAG_ASSIGN_DRAIN_WITHIN", "2s")
+    assert cli.main(args) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1].startswith("drain within 2.0 s: no number of the 3")

@@ -373,7 +373,7 @@ def test_drain_seconds_and_the_bound_follow_the_fluid_model() -> None:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_lag_stickys_plan_as_the_search_state_is_what_the_sticky_placement_makes_of_it(seed: int) -> None:
-    from spark_lag_assign.assignors import lagsticky, problem
+    from spark_lag_assign.assignors import engine, lagsticky, problem
     from spark_lag_assign.testing import workloads
 
     lags, subs = workloads.skewed(seed=seed)
@@ -383,9 +383,9 @@ def test_lag_stickys_plan_as_the_search_state_is_what_the_sticky_placement_makes
         subs = {c: sorted({topics[0], *rng.choice(topics, size=len(topics) // 2).tolist()}) for c in subs}
     prob = problem(lags, subs, "lag-sticky")
     plain = lagsticky.assign_codes(prob)
-    group = lagsticky._group(prob, list(prob.consumers), weights=np.asarray(prob.lags, dtype=np.int64) * 3 + 7)
-    restored = lagsticky._State.begin(group, plain)
-    lagsticky._distribute(group, restored, sticky=True)
+    group = engine.build_group(prob, list(prob.consumers), weights=np.asarray(prob.lags, dtype=np.int64) * 3 + 7)
+    restored = engine.State.begin(group, plain)
+    engine.distribute(group, restored, sticky=True)
     placed = drain._placed(group, plain)
     for field in ("owner", "load", "count", "extra"):
         np.testing.assert_array_equal(getattr(placed, field), getattr(restored, field), err_msg=field)

@@ -494,7 +494,8 @@ def test_a_million_partitions_for_a_thousand_consumers_come_out_even() -> None:
 
 @pytest.mark.parametrize("huge", [False, True])
 def test_the_search_index_orders_rows_by_topic_then_lag_with_ties_in_row_order(huge: bool) -> None:
-    from spark_lag_assign.assignors import lagsticky, problem
+    from spark_lag_assign.assignors import engine, problem
+    from spark_lag_assign.assignors.engine import Search
 
     rng = np.random.default_rng(7)
     lag = rng.integers(0, 5, 60).astype(np.int64)  # many ties
@@ -502,9 +503,9 @@ def test_the_search_index_orders_rows_by_topic_then_lag_with_ties_in_row_order(h
         lag[7] = 2**61
     lags = pd.DataFrame({"topic": np.repeat(["a", "b", "c"], 20), "partition": np.tile(np.arange(20), 3), "lag": lag})
     prob = problem(lags, {c: ["a", "b", "c"] for c in "xyz"}, "lag-sticky")
-    group = lagsticky._group(prob, list(prob.consumers))
-    state = lagsticky._State.begin(group, np.arange(len(lag), dtype=np.int64) % 3)
-    search = lagsticky._Search(group, state)
+    group = engine.build_group(prob, list(prob.consumers))
+    state = engine.State.begin(group, np.arange(len(lag), dtype=np.int64) % 3)
+    search = Search(group, state)
     search._index()
     np.testing.assert_array_equal(search.by_key, np.lexsort((group.lag, group.topic)))  # lexsort is stable
     np.testing.assert_array_equal(search.key_lag, group.lag[search.by_key])
@@ -512,7 +513,8 @@ def test_the_search_index_orders_rows_by_topic_then_lag_with_ties_in_row_order(h
 
 @given(seed=st.integers(0, 2**32 - 1), side=st.sampled_from(["left", "right"]), floats=st.booleans())
 def test_seek_finds_in_each_window_what_a_search_of_that_window_finds(seed: int, side: str, floats: bool) -> None:
-    from spark_lag_assign.assignors import problem
+    from spark_lag_assign.assignors import engine, problem
+    from spark_lag_assign.assignors.engine import Search
 
     rng = np.random.default_rng(seed)
     sizes = rng.integers(1, 30, 4)
@@ -524,8 +526,8 @@ def test_seek_finds_in_each_window_what_a_search_of_that_window_finds(seed: int,
         }
     )
     prob = problem(lags, {c: [f"t{i}" for i in range(4)] for c in "xy"}, "lag-sticky")
-    group = lagsticky._group(prob, list(prob.consumers))
-    search = lagsticky._Search(group, lagsticky._State.begin(group, np.zeros(len(lags), dtype=np.int64)))
+    group = engine.build_group(prob, list(prob.consumers))
+    search = Search(group, engine.State.begin(group, np.zeros(len(lags), dtype=np.int64)))
     search._index()
     rows = rng.integers(0, len(lags), 25)
     start, stop = group.start[group.topic[rows]], group.stop[group.topic[rows]]

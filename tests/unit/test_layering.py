@@ -18,6 +18,7 @@ PURE = [
     "spark_lag_assign",
     "spark_lag_assign.config",
     "spark_lag_assign.errors",
+    "spark_lag_assign.metrics",
     # the core: rules and models over arrays
     "spark_lag_assign.core",
     "spark_lag_assign.core.draintime",
@@ -38,6 +39,11 @@ PURE = [
     "spark_lag_assign.assignors",
     "spark_lag_assign.assignors.base",
     "spark_lag_assign.assignors.drain",
+    "spark_lag_assign.assignors.engine",
+    "spark_lag_assign.assignors.engine.model",
+    "spark_lag_assign.assignors.engine.placement",
+    "spark_lag_assign.assignors.engine.runs",
+    "spark_lag_assign.assignors.engine.search",
     "spark_lag_assign.assignors.frontend",
     "spark_lag_assign.assignors.lagbased",
     "spark_lag_assign.assignors.lagsticky",
@@ -45,6 +51,9 @@ PURE = [
     "spark_lag_assign.assignors.roundrobin",
     "spark_lag_assign.assignors.shuffle",
     "spark_lag_assign.assignors.sticky",
+    "spark_lag_assign.sizing",
+    "spark_lag_assign.assignors.sticky_counts",
+    "spark_lag_assign.assignors.sticky_rows",
     # the edges to Kafka and files
     "spark_lag_assign.extract",
     "spark_lag_assign.extract.acls",
@@ -62,6 +71,9 @@ PURE = [
     "spark_lag_assign.store.export",
     "spark_lag_assign.store.fs",
     "spark_lag_assign.store.kafka",
+    "spark_lag_assign.store.kafka_log",
+    "spark_lag_assign.store.kafka_names",
+    "spark_lag_assign.store.kafka_writers",
     "spark_lag_assign.consume",
     "spark_lag_assign.consume.committer",
     "spark_lag_assign.consume.fencer",
@@ -315,10 +327,10 @@ def test_the_package_runs_as_a_module() -> None:
 #: one above: the data goes down once and comes back once. The package root (lazy public
 #: names) and ``__main__`` sit on top of everything.
 LAYERS = [
-    ["errors", "jvm", "sparkcompat"],
+    ["errors", "jvm", "sparkcompat", "metrics"],
     ["core"],
     ["plan"],
-    ["assignors"],
+    ["assignors", "sizing"],
     ["extract"],
     ["store"],
     ["config"],

@@ -72,6 +72,20 @@ def test_build_plan_has_the_contracted_fields() -> None:
     assert doc["totals"] == {"partitions": 6, "assigned": 4, "unassigned": 2, "lag": 210}
 
 
+def test_building_a_plan_leaves_the_garbage_collector_to_its_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    switched: list[str] = []
+    monkeypatch.setattr(gc, "disable", lambda: switched.append("disable"))
+    monkeypatch.setattr(gc, "enable", lambda: switched.append("enable"))
+    rows = pd.DataFrame(
+        {"consumer": ["c0", "c1", None], "topic": ["t", "t", "u"], "partition": [0, 1, 0], "lag": [1, 2, 3], "starting_offset": [5, 6, 7]}
+    )
+    doc = plan_io.build_plan(rows, {"c0": ["t"], "c1": ["t"]}, generation=1, strategy="range", reset="latest")
+    assert doc["consumers"]["c1"]["assign"] == {"t": [1]} and doc["unassigned"] == {"u": [0]}
+    assert switched == []
+
+
 def test_assign_strings_are_what_the_kafka_source_takes() -> None:
     doc = make()
     assert json.loads(plan_io.assign_json(doc["consumers"]["C1"])) == {"t0": [1, 2]}

@@ -1,0 +1,393 @@
+"""Prometheus metrics of the planner, of every pipeline and of the kafka-python group assignors.
+
+Each emitter owns a ``CollectorRegistry`` of its own (never the client's global one): a
+planner run writes exactly its own families to a textfile or a Pushgateway, a process that
+runs several pipelines serves each on its own port, and tests read what one emitter did.
+Names follow Prometheus' conventions: the ``spark_lag_assign_`` prefix, base units
+(``_seconds``, ``_records``), ``_total`` counters, ``consumer``/``topic`` labels and no
+per-partition label (a million partitions would be a million series).
+
+Nothing here knows the plan document or the handover protocol: the planner, the follower and
+the assignors call these with plain numbers. The follower's and the assignors' calls go
+through ``never_raises``: a metric that fails is logged once, and the pipeline reads on.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from spark_lag_assign.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+PREFIX = "spark_lag_assign_"
+
+#: a planner run ends in one of these; ``reason`` says why when it was not published
+OUTCOMES = ("published", "refused", "failed")
+#: the reasons, a fixed set so that an alert can name them (none: published)
+REASONS = ("none", "shrink", "fenced", "config", "input", "kafka", "store", "not-authorized", "spark", "other")
+#: the follower's states, one series each (1 for the current one)
+STATES = ("reading", "waiting", "stopped")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def never_raises(method: F) -> F:
+    """A metrics update that fails logs one warning per method and returns None: metrics must
+    never stop a pipeline reading or a group rebalancing."""
+    warned: set[str] = set()
+
+    @functools.wraps(method)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            if method.__name__ not in warned:
+                warned.add(method.__name__)
+                log.warning("metrics: %s failed (%s); the pipeline goes on without it", method.__name__, exc)
+            return None
+
+    return guarded  # type: ignore[return-value]
+
+
+_SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+
+
+def metric_names(registry: CollectorRegistry) -> set[str]:
+    """Every series name a registry can expose, whether or not a labelled child exists yet
+    (counters with ``_total``, histograms with ``_bucket``, ``_sum``, ``_count``)."""
+    return {family.name + suffix for family in registry.collect() for suffix in _SUFFIXES.get(family.type, ("",))}
+
+
+# -- the planner --------------------------------------------------------------------------------
+
+
+class PlannerMetrics:
+    """One planner run's metrics: gauges set once per run, written or pushed when it ends."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+
+        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(PREFIX + name, doc, labels, registry=r)
+
+        self.generation = gauge("plan_generation", "The generation this run published (0: none).")
+        self.info = gauge(
+            "plan_info", "1, labelled with the run's strategy and where its rates came from.", ("strategy", "rates_source")
+        )
+        self.partitions = gauge("plan_partitions", "Partitions planned (assigned and unassigned).")
+        self.unassigned = gauge("plan_unassigned_partitions", "Partitions of topics no consumer subscribes to.")
+        self.consumers = gauge("plan_consumers", "Consumers (pipelines) in the plan.")
+        self.lag = gauge("plan_lag_records", "The group's total lag when planned, in records.")
+        self.consumer_lag = gauge("plan_consumer_lag_records", "Each consumer's planned lag, in records.", ("consumer",))
+        self.consumer_partitions = gauge("plan_consumer_partitions", "Partitions planned for each consumer.", ("consumer",))
+        self.optimality = gauge("plan_optimality_ratio", "Largest consumer lag over the lower bound (1 is perfect).")
+        self.count_spread = gauge("plan_count_spread_partitions", "Most minus fewest partitions per consumer.")
+        self.topic_spread = gauge("plan_topic_count_spread_partitions", "The worst per-topic count spread.")
+        self.moved = gauge("plan_moved_partitions", "Partitions whose owner changed against the previous plan.")
+        self.drain = gauge("plan_drain_seconds", "Predicted time until the whole backlog is read (+Inf: never).")
+        self.consumer_drain = gauge(
+            "plan_consumer_drain_seconds", "Predicted time until each consumer's backlog is read (+Inf: never).", ("consumer",)
+        )
+        self.phase = gauge("plan_phase_duration_seconds", "Wall time of each phase of the run.", ("phase",))
+        self.outcome = gauge(
+            "plan_outcome", "1, labelled with how the run ended (published, refused, failed) and why.", ("outcome", "reason")
+        )
+        self.last_run = gauge("plan_last_run_timestamp_seconds", "When the run ended (Unix time).")
+        self.deadline = gauge("sizing_deadline_seconds", "The deadline --drain-within asked the backlog to drain by.")
+        self.needed = gauge("sizing_pipelines_needed", "Fewest pipelines whose drain plan meets the deadline (NaN: none does).")
+        self.configured = gauge("sizing_pipelines_configured", "Pipelines configured now.")
+        self.sized_drain = gauge(
+            "sizing_drain_seconds",
+            "Predicted time to drain with the pipelines configured now and with the number needed.",
+            ("pipelines",),
+        )
+        self.outrun = gauge(
+            "sizing_produce_excess_records_per_second",
+            "How much faster producers append than all pipelines read (0: they do not).",
+        )
+
+    def record_plan(self, plan: Mapping[str, Any], phases: Mapping[str, float]) -> None:
+        """The published plan's numbers (``plan`` is the plan document) and the phases' times."""
+        self.generation.set(int(plan["generation"]))
+        self.info.labels(str(plan["strategy"]), str(plan.get("rates_source", "none"))).set(1)
+        totals, quality = plan["totals"], plan["quality"]
+        self.partitions.set(int(totals["partitions"]))
+        self.unassigned.set(int(totals["unassigned"]))
+        self.consumers.set(len(plan["consumers"]))
+        self.lag.set(float(totals["lag"]))
+        for consumer, entry in sorted(plan["consumers"].items()):
+            self.consumer_lag.labels(consumer).set(float(entry["lag"]))
+            self.consumer_partitions.labels(consumer).set(int(entry["partitions"]))
+            if "drain_seconds" in entry:
+                self.consumer_drain.labels(consumer).set(_seconds(entry.get("drain_seconds"), entry.get("keeps_up")))
+        self.optimality.set(float(quality.get("optimality", 1.0)))
+        self.count_spread.set(int(quality.get("count_spread", 0)))
+        self.topic_spread.set(int(quality.get("topic_spread", 0)))
+        moved = quality.get("moved")
+        self.moved.set(float("nan") if moved is None else int(moved))
+        if "drain_seconds" in plan:
+            self.drain.set(_seconds(plan.get("drain_seconds"), not plan.get("cannot_keep_up")))
+        self.record_phases(phases)
+
+    def record_phases(self, phases: Mapping[str, float]) -> None:
+        for name, seconds in phases.items():
+            self.phase.labels(name).set(float(seconds))
+
+    def record_sizing(
+        self,
+        deadline: float,
+        needed: int | None,
+        configured: int,
+        drain_configured: float,
+        drain_needed: float | None,
+        outrun: float,
+    ) -> None:
+        self.deadline.set(deadline)
+        self.needed.set(float("nan") if needed is None else needed)
+        self.configured.set(configured)
+        self.sized_drain.labels("configured").set(drain_configured)
+        self.sized_drain.labels("needed").set(float("nan") if drain_needed is None else drain_needed)
+        self.outrun.set(max(0.0, outrun))
+
+    def record_outcome(self, outcome: str, reason: str = "none") -> None:
+        if outcome not in OUTCOMES or reason not in REASONS:
+            raise ValueError(f"outcome {outcome!r}/{reason!r} is not one of {OUTCOMES}/{REASONS}")
+        self.outcome.labels(outcome, reason).set(1)
+        self.last_run.set(time.time())
+
+    def write_textfile(self, path: str) -> None:
+        """node_exporter's textfile collector format, written atomically by the client library."""
+        from prometheus_client import write_to_textfile
+
+        try:
+            write_to_textfile(path, self.registry)
+        except OSError as exc:
+            raise ConfigError(f"--metrics-file {path}: cannot write it ({exc.strerror or exc})") from None
+
+    def push(self, gateway: str, job: str, store: str, timeout: float = 10.0) -> None:
+        """Replace this job's and store's group on a Pushgateway (PUT): one run, one group."""
+        from prometheus_client import push_to_gateway
+
+        push_to_gateway(gateway, job=job, registry=self.registry, grouping_key={"store": store}, timeout=timeout)
+
+
+def _seconds(value: Any, keeps_up: Any) -> float:
+    """A time from the plan document: None means unknown (NaN) or, where it cannot keep up, never (+Inf)."""
+    if value is None:
+        return math.inf if keeps_up is False else float("nan")
+    return float(value)
+
+
+# -- a pipeline ---------------------------------------------------------------------------------
+
+
+class _Waits(Collector):
+    """``follower_wait_seconds{consumer, blocker}``, computed when scraped: how long this
+    pipeline has waited for each earlier owner that has not released yet."""
+
+    def __init__(self, consumer: str, clock: Callable[[], float]) -> None:
+        self.consumer = consumer
+        self.clock = clock
+        self.since: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            PREFIX + "follower_wait_seconds",
+            "Seconds this pipeline has waited for each blocker (an earlier owner) to release its partitions.",
+            labels=["consumer", "blocker"],
+        )
+        now = self.clock()
+        with self.lock:
+            for blocker, since in sorted(self.since.items()):
+                family.add_metric([self.consumer, blocker], max(0.0, now - since))
+        yield family
+
+
+class FollowerMetrics:
+    """One pipeline's metrics, served on ``PlanFollower(metrics_port=...)``.
+
+    Every method is ``never_raises``: a metrics failure never stops the pipeline.
+    """
+
+    def __init__(self, consumer: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.consumer = consumer
+        self.registry = r = CollectorRegistry()
+        labels = ("consumer",)
+
+        def counter(name: str, doc: str, extra: tuple[str, ...] = ()) -> Counter:
+            return Counter(PREFIX + name, doc, (*labels, *extra), registry=r)
+
+        def gauge(name: str, doc: str, extra: tuple[str, ...] = ()) -> Gauge:
+            return Gauge(PREFIX + name, doc, (*labels, *extra), registry=r)
+
+        self._generation = gauge("follower_generation", "The plan generation this pipeline reads under (0: none).")
+        self._seen = gauge("follower_plan_generation", "The newest plan generation this pipeline has seen.")
+        self._partitions = gauge("follower_partitions", "Partitions this pipeline reads now.")
+        self._state = gauge(
+            "follower_state", "1 for the state the pipeline is in: reading, waiting (for a release), stopped.", ("state",)
+        )
+        self._handovers = counter("follower_handovers_total", "Handovers completed: reading a new generation's partitions.")
+        self._handover_seconds = Histogram(
+            PREFIX + "follower_handover_duration_seconds",
+            "From seeing a plan that moves this pipeline's partitions to reading (or releasing) them.",
+            labels,
+            registry=r,
+            buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
+        )
+        self._commits = counter("follower_commits_total", "Commits of completed micro-batches to the group.")
+        self._commit_failures = counter("follower_commit_failures_total", "Commits that failed and are retried.")
+        self._refused = counter("follower_refused_commits_total", "Commits refused: another pipeline took the partitions over.")
+        self._renewals = counter("follower_lease_renewals_total", "Claim writes that renewed this pipeline's lease.")
+        self._lapses = counter("follower_lease_lapses_total", "Times the lease lapsed while reading (the query stopped unread).")
+        self._records = counter("follower_records_read_total", "Records read by this pipeline's queries.")
+        self._lag = gauge(
+            "follower_committed_lag_records", "Records behind the source's latest offsets, from the group's commits.", ("topic",)
+        )
+        self._waits = _Waits(consumer, clock)
+        r.register(self._waits)
+        for state in STATES:
+            self._state.labels(consumer, state).set(1 if state == "stopped" else 0)
+        # every series exists from the start (at 0): a rate() or an alert sees its first increase
+        families: list[Counter | Gauge | Histogram] = [
+            self._handovers, self._handover_seconds, self._commits, self._commit_failures, self._refused,
+            self._renewals, self._lapses, self._records, self._generation, self._seen, self._partitions,
+        ]  # fmt: skip
+        for family in families:
+            family.labels(consumer)
+        self._lag_topics: set[str] = set()
+
+    @never_raises
+    def generations(self, reading: int, seen: int, partitions: int) -> None:
+        self._generation.labels(self.consumer).set(reading)
+        self._seen.labels(self.consumer).set(seen)
+        self._partitions.labels(self.consumer).set(partitions)
+
+    @never_raises
+    def state(self, state: str, blockers: Mapping[str, float] | None = None) -> None:
+        """The current state; ``blockers``: holder -> since when (own clock) this pipeline waits for it."""
+        for s in STATES:
+            self._state.labels(self.consumer, s).set(1 if s == state else 0)
+        with self._waits.lock:
+            self._waits.since = dict(blockers or {})
+
+    @never_raises
+    def handover(self, seconds: float) -> None:
+        self._handovers.labels(self.consumer).inc()
+        self._handover_seconds.labels(self.consumer).observe(max(0.0, seconds))
+
+    @never_raises
+    def commits(self, total: int, failures: int) -> None:
+        """The committer's running totals (it counts them; this mirrors them)."""
+        _catch_up(self._commits.labels(self.consumer), total)
+        _catch_up(self._commit_failures.labels(self.consumer), failures)
+
+    @never_raises
+    def refused(self) -> None:
+        self._refused.labels(self.consumer).inc()
+
+    @never_raises
+    def renewal(self) -> None:
+        self._renewals.labels(self.consumer).inc()
+
+    @never_raises
+    def lapse(self) -> None:
+        self._lapses.labels(self.consumer).inc()
+
+    @never_raises
+    def progress(self, records: int, lag_by_topic: Mapping[str, int]) -> None:
+        """One micro-batch: records it read, and per topic the records behind the source's latest."""
+        self._records.labels(self.consumer).inc(max(0, records))
+        for topic in self._lag_topics - set(lag_by_topic):  # topics no longer read: no stale series
+            self._lag.remove(self.consumer, topic)
+        for topic, lag in lag_by_topic.items():
+            self._lag.labels(self.consumer, topic).set(max(0, lag))
+        self._lag_topics = set(lag_by_topic)
+
+
+def _catch_up(counter: Any, total: float) -> None:
+    """Raise a counter child to ``total`` (counters only go up)."""
+    current = counter._value.get()
+    if total > current:
+        counter.inc(total - current)
+
+
+# -- the kafka-python group assignors -----------------------------------------------------------
+
+#: why a rebalance balanced by partition count instead of lag
+FALLBACKS = ("no-lag-source", "no-snapshot", "stale-snapshot", "strategy-failed")
+
+
+class GroupMetrics:
+    """A group assignor's metrics. Pass ``registry=prometheus_client.REGISTRY`` to serve them
+    with the process's other metrics; by default each assignor has a registry of its own."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry if registry is not None else CollectorRegistry()
+        self._rebalances = Counter(PREFIX + "group_rebalances_total", "Rebalances this member led.", ("assignor",), registry=r)
+        self._age = Gauge(
+            PREFIX + "group_lag_snapshot_age_seconds",
+            "Age of the lag snapshot the last rebalance used.",
+            ("assignor",),
+            registry=r,
+        )
+        self._fallbacks = Counter(
+            PREFIX + "group_count_balance_fallbacks_total",
+            "Rebalances that balanced by partition count, not lag, and why.",
+            ("assignor", "reason"),
+            registry=r,
+        )
+
+    @never_raises
+    def rebalance(self, assignor: str, snapshot_age: float | None, fallback: str | None) -> None:
+        self._rebalances.labels(assignor).inc()
+        self._age.labels(assignor).set(float("nan") if snapshot_age is None else snapshot_age)
+        if fallback is not None:
+            if fallback not in FALLBACKS:
+                raise ValueError(f"fallback {fallback!r} is not one of {FALLBACKS}")
+            self._fallbacks.labels(assignor, fallback).inc()
+
+
+def serve(registry: CollectorRegistry, port: int, addr: str = "0.0.0.0") -> tuple[Any, int]:
+    """Serve ``registry`` on ``port`` (0: a free one) in a daemon thread: (server, bound port).
+    A port in use is one ``ConfigError`` line."""
+    from prometheus_client import start_http_server
+
+    try:
+        server, _thread = start_http_server(port, addr=addr, registry=registry)
+    except OSError as exc:
+        raise ConfigError(f"metrics_port {port}: cannot serve metrics there ({exc.strerror or exc})") from None
+    return server, int(server.server_port)
+
+
+def all_registries() -> Iterable[CollectorRegistry]:
+    """A registry of each emitter, for checks that list every exported name (the dashboard's test)."""
+    return (PlannerMetrics().registry, FollowerMetrics("c").registry, GroupMetrics().registry)
+
+
+__all__ = [
+    "FALLBACKS",
+    "OUTCOMES",
+    "PREFIX",
+    "REASONS",
+    "STATES",
+    "FollowerMetrics",
+    "GroupMetrics",
+    "PlannerMetrics",
+    "all_registries",
+    "metric_names",
+    "never_raises",
+    "serve",
+]

@@ -1,0 +1,212 @@
+"""The Kafka store's writing roles: the planner's publisher and a consumer's claim writer,
+each under its own transactional id (see ``spark_lag_assign.store.kafka``)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from spark_lag_assign.extract.acls import Acl
+from spark_lag_assign.plan.build import Plan, check_consumer_ids
+from spark_lag_assign.plan.document import check_plan
+from spark_lag_assign.store.base import (
+    FENCER,
+    ClaimFencedError,
+    ClaimRecord,
+    ClaimWriter,
+    Publisher,
+    PublishFencedError,
+    StoreError,
+    TopicPartition,
+    Version,
+    _now,
+)
+from spark_lag_assign.store.kafka_names import (
+    claim_transactional_id,
+    claims_prefix,
+    encode_plan,
+    planner_transactional_id,
+)
+
+if TYPE_CHECKING:
+    from spark_lag_assign.store.kafka import KafkaStore
+
+
+#: the store's one logger, whichever of its modules logs (log settings name it)
+log = logging.getLogger("spark_lag_assign.store.kafka")
+
+_FENCED = ("ProducerFenced", "InvalidProducerEpoch", "TransactionCoordinatorFenced")
+
+
+def _is_fenced(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}"
+    return any(name in text for name in _FENCED)
+
+
+def _close_quietly(producer: Any) -> None:
+    try:
+        producer.close(timeout=5)
+    except Exception:
+        log.debug("closing a producer failed", exc_info=True)
+
+
+class _KafkaPublisher(Publisher):
+    """The planner's role: the planner's transactional id, taken before reading the plans."""
+
+    def __init__(self, store: KafkaStore) -> None:
+        self.store = store
+        self.transactional_id = planner_transactional_id(store.name)
+        self._producer: Any = store._producer(self.transactional_id, store.publish_transaction_timeout_ms)
+        self._fenced = False
+        try:
+            with store._plans.log.lock:
+                store._plans.log.sync()  # only now: a generation we compute cannot collide
+                self._previous = store._plans.latest()
+                self._next = store._plans.highest + 1
+        except BaseException:
+            self.close()
+            raise
+
+    def previous(self) -> Plan | None:
+        return self._previous
+
+    def next_generation(self) -> int:
+        return self._next
+
+    def publish(self, plan: Plan) -> None:
+        store = self.store
+        if self._producer is None:
+            raise StoreError(f"store {store.uri}: this publisher is closed")
+        if self._fenced:
+            raise PublishFencedError(
+                f"store {store.uri}: another planner took the role {self.transactional_id}; nothing was published"
+            )
+        generation = plan.get("generation") if isinstance(plan, dict) else None
+        if generation != self._next:
+            raise ValueError(f"plan generation {generation!r} is not the next generation {self._next} of {store.uri}")
+        check_plan(plan, f"{store.uri} generation {generation}")
+        # every consumer the plan names can claim from the moment it reads the plan
+        prefix = claims_prefix(store.name)
+        store._ensure_topics(
+            [store.claims_topic(c) for c in sorted(plan["consumers"])],
+            creator=f"the planner creates {prefix}<consumer> for each consumer it plans; or create it yourself",
+            check_existing=False,
+            acl=lambda operation, _topic: Acl(operation, "Topic", prefix, "prefixed"),
+        )
+        records, manifest = encode_plan(plan)
+        with store._plans.log.lock:
+            cutoff = self._next - store.history + 1
+            tombstones: list[tuple[str, bytes | None]] = [(k, None) for k in store._plans.keys_before(cutoff)]
+        batch: list[tuple[str, bytes | None]] = [*records, *tombstones, manifest]
+        from kafka.errors import KafkaError
+
+        try:
+            offsets = store._transact(self._producer, self.transactional_id, store.plans_topic, batch)
+        except KafkaError as exc:
+            if _is_fenced(exc):
+                self._fenced = True
+                raise PublishFencedError(
+                    f"store {store.uri}: generation {generation} not published: another planner took the role "
+                    f"{self.transactional_id} ({type(exc).__name__})"
+                ) from None
+            raise store._error(
+                f"publishing generation {generation}", exc,
+                [Acl("WRITE", "Topic", store.plans_topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
+            ) from None  # fmt: skip
+        self._previous = plan
+        self._next = generation + 1  # committed: the number is used even if the wait below fails
+        store._plans.log.read_past(store.plans_topic, offsets[-1], f"waiting for generation {generation} to become visible")
+        log.info("%s: published generation %d in %d records", store.uri, generation, len(batch))
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            _close_quietly(producer)
+
+
+class _KafkaClaimWriter(ClaimWriter):
+    """One consumer id's claims, under the id's own transactional id."""
+
+    def __init__(self, store: KafkaStore, consumer: str) -> None:
+        if consumer != FENCER:
+            check_consumer_ids([consumer])  # it names a topic, a key and a transactional id
+        self.store = store
+        self.consumer = consumer
+        self.topic = store.claims_topic(consumer)
+        self.incarnation = uuid.uuid4().hex
+        self.transactional_id = claim_transactional_id(store.name, consumer)
+        store._ensure_topics([self.topic], creator=f"the planner creates it when a plan names {consumer}; or create it yourself")
+        self._producer: Any = store._producer(self.transactional_id, store.claim_transaction_timeout_ms)
+        self._fenced = False
+        try:
+            with store._claims.log.lock:
+                store._claims.log.add([self.topic])
+                store._sync_claims()
+                found = store._claims.read(consumer)
+        except BaseException:
+            self.close()
+            raise
+        if isinstance(found, str):
+            log.warning("%s: %s; taking %s over without a predecessor", store.uri, found, consumer)
+            found = None
+        self.predecessor = found if found is not None and found.incarnation != self.incarnation else None
+        self._seq = found.seq if found is not None else 0
+
+    def write(
+        self,
+        generation: int,
+        holds: Iterable[TopicPartition],
+        lease: float,
+        state: str = "",
+        committed: Mapping[str, Mapping[str, int]] | None = None,
+        fences: Mapping[str, Version] | None = None,
+    ) -> ClaimRecord:
+        store = self.store
+        if self._fenced:
+            raise ClaimFencedError(f"store {store.uri}: a newer incarnation of {self.consumer} took its id over")
+        if self._producer is None:
+            raise StoreError(f"store {store.uri}: the claim writer of {self.consumer} is closed")
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0:
+            raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+        record = ClaimRecord(
+            consumer=self.consumer,
+            incarnation=self.incarnation,
+            seq=self._seq + 1,
+            generation=int(generation),
+            holds=frozenset((str(t), int(p)) for t, p in holds),
+            lease=float(lease),
+            state=state,
+            fences={str(c): (str(v[0]), int(v[1])) for c, v in (fences or {}).items()},
+            committed={str(t): {str(p): int(o) for p, o in ps.items()} for t, ps in (committed or {}).items()},
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            written=_now(),
+        )
+        from kafka.errors import KafkaError
+
+        try:
+            (offset,) = store._transact(
+                self._producer, self.transactional_id, self.topic, [(self.consumer, record.to_json().encode())]
+            )
+        except KafkaError as exc:
+            if _is_fenced(exc):
+                self._fenced = True
+                raise ClaimFencedError(
+                    f"store {store.uri}: a newer incarnation of {self.consumer} took its id over ({type(exc).__name__})"
+                ) from None
+            raise store._error(
+                f"writing the claim of {self.consumer}", exc,
+                [Acl("WRITE", "Topic", self.topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
+            ) from None  # fmt: skip
+        self._seq += 1
+        store._claims.log.read_past(self.topic, offset, f"waiting for the claim of {self.consumer} to become visible")
+        return record
+
+    def close(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            _close_quietly(producer)

@@ -1,0 +1,175 @@
+"""The metrics' names and the group assignors' metrics, parsed with prometheus_client's own
+parser; the Grafana dashboard queries only metrics the code exports; a failing metric never
+raises into a pipeline."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from spark_lag_assign.group import LagAssignor, StaticLags
+from spark_lag_assign.group.simulate import SimulatedGroup
+from spark_lag_assign.metrics import PREFIX, FollowerMetrics, GroupMetrics, PlannerMetrics, all_registries, metric_names
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "conf" / "grafana-dashboard.json"
+
+
+def parsed(registry: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = generate_latest(registry).decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_names_follow_prometheus_conventions() -> None:
+    families = [f for registry in all_registries() for f in registry.collect()]
+    assert len(families) >= 30
+    for family in families:
+        assert family.name.startswith(PREFIX), family.name
+        assert re.fullmatch(r"[a-z_]+", family.name), family.name
+        assert family.documentation, family.name
+        if family.type == "counter":  # exposed as NAME_total
+            assert not family.name.endswith("_total")
+        if "duration" in family.name or "age" in family.name or "drain" in family.name or "wait" in family.name:
+            assert family.name.endswith("_seconds"), f"{family.name}: times are in seconds, the base unit"
+        assert not family.name.endswith(("_ms", "_milliseconds", "_minutes"))
+    # no per-partition series: a million partitions would be a million series
+    follower = FollowerMetrics("A")
+    follower.progress(10, {"t0": 5})
+    planner = PlannerMetrics()
+    for registry in (follower.registry, planner.registry, GroupMetrics().registry):
+        for family in registry.collect():
+            for sample in family.samples:
+                assert "partition" not in sample.labels, sample
+
+
+def group_of_two(assignor: type[LagAssignor], **options: Any) -> tuple[SimulatedGroup, LagAssignor]:
+    group = SimulatedGroup({"t0": 3})
+    leader = assignor(**options)
+    group.join("C0", leader, ["t0"])
+    group.join("C1", assignor(**options), ["t0"])
+    return group, leader
+
+
+SEED_000 = pd.DataFrame({"topic": "t0", "partition": [0, 1, 2], "lag": [100_000, 50_000, 60_000]})
+
+
+def test_a_group_assignor_counts_its_rebalances_and_the_snapshot_age() -> None:
+    group, leader = group_of_two(LagAssignor, lags=StaticLags(SEED_000, taken=time.monotonic() - 7))
+    group.rebalance(leader="C0")
+    group.rebalance(leader="C0")
+    got = parsed(leader.metrics.registry)
+    assert got[("spark_lag_assign_group_rebalances_total", (("assignor", "sla-lag"),))] == 2
+    assert 7 <= got[("spark_lag_assign_group_lag_snapshot_age_seconds", (("assignor", "sla-lag"),))] < 600
+    assert not [k for k in got if k[0] == "spark_lag_assign_group_count_balance_fallbacks_total"]
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        ({}, "no-lag-source"),
+        ({"lags": StaticLags(SEED_000, taken=time.monotonic() - 1_000)}, "stale-snapshot"),
+    ],
+)
+def test_a_fallback_to_count_balance_is_counted_with_why(options: dict[str, Any], reason: str) -> None:
+    group, leader = group_of_two(LagAssignor, **options)
+    group.rebalance(leader="C0")
+    got = parsed(leader.metrics.registry)
+    assert got[("spark_lag_assign_group_count_balance_fallbacks_total", (("assignor", "sla-lag"), ("reason", reason)))] == 1
+
+
+def test_a_strategy_that_raises_is_counted_as_a_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from spark_lag_assign.group import assignor as module
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        if args[2] == "roundrobin":
+            return original(*args, **kwargs)
+        raise RuntimeError("boom")
+
+    original = module.plan_assign
+    monkeypatch.setattr(module, "plan_assign", broken)
+    group, leader = group_of_two(LagAssignor, lags=StaticLags(SEED_000))
+    group.rebalance(leader="C0")
+    got = parsed(leader.metrics.registry)
+    assert (
+        got[("spark_lag_assign_group_count_balance_fallbacks_total", (("assignor", "sla-lag"), ("reason", "strategy-failed")))]
+        == 1
+    )
+
+
+def test_a_failing_metric_never_raises_and_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = FollowerMetrics("A")
+
+    class Broken:
+        def labels(self, *args: Any) -> Any:
+            raise RuntimeError("registry gone")
+
+    metrics._records = Broken()  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING, logger="spark_lag_assign.metrics"):
+        metrics.progress(5, {"t0": 1})
+        metrics.progress(5, {"t0": 1})
+        metrics.handover(2.0)  # the others still work
+    assert [r.getMessage() for r in caplog.records] == [
+        "metrics: progress failed (registry gone); the pipeline goes on without it"
+    ]
+    got = parsed(metrics.registry)
+    assert got[("spark_lag_assign_follower_handovers_total", (("consumer", "A"),))] == 1
+
+
+def test_the_wait_for_a_blocker_grows_with_the_clock() -> None:
+    now = [100.0]
+    metrics = FollowerMetrics("B", clock=lambda: now[0])
+    metrics.state("waiting", {"Z": 90.0})
+    first = parsed(metrics.registry)[("spark_lag_assign_follower_wait_seconds", (("blocker", "Z"), ("consumer", "B")))]
+    now[0] = 130.0
+    later = parsed(metrics.registry)[("spark_lag_assign_follower_wait_seconds", (("blocker", "Z"), ("consumer", "B")))]
+    assert (first, later) == (10.0, 40.0)
+    metrics.state("reading")
+    assert not [k for k in parsed(metrics.registry) if k[0] == "spark_lag_assign_follower_wait_seconds"]
+
+
+def dashboard_queries() -> list[str]:
+    doc = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for panel in doc["panels"] for t in panel["targets"]]
+
+
+def test_every_dashboard_query_names_a_metric_the_code_exports() -> None:
+    exported = set().union(*(metric_names(r) for r in all_registries()))
+    queries = dashboard_queries()
+    assert len(queries) >= 15
+    used = set()
+    for expr in queries:
+        names = set(re.findall(r"\bspark_lag_assign_[a-z_]+\b", expr))
+        assert names, f"a query that names none of our metrics: {expr}"
+        assert names <= exported, f"{expr}: unknown {sorted(names - exported)}"
+        used |= names
+    # the issue's panels: lag per consumer, time to drain, handovers, waits, refused commits
+    for wanted in (
+        "spark_lag_assign_plan_consumer_lag_records",
+        "spark_lag_assign_plan_drain_seconds",
+        "spark_lag_assign_follower_handovers_total",
+        "spark_lag_assign_follower_wait_seconds",
+        "spark_lag_assign_follower_refused_commits_total",
+    ):
+        assert wanted in used, wanted
+
+
+def test_exported_names_include_the_suffixes_a_query_uses() -> None:
+    names = metric_names(FollowerMetrics("A").registry)
+    assert {
+        "spark_lag_assign_follower_handovers_total",
+        "spark_lag_assign_follower_handover_duration_seconds_bucket",
+        "spark_lag_assign_follower_wait_seconds",
+    } <= names
+    assert "spark_lag_assign_follower_handovers" not in names
