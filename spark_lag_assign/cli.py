@@ -230,7 +230,7 @@ def _check_master(master: str | None) -> None:
 
 #: the planner's own Spark settings, under those of the config's [spark] table. A new Python
 #: worker per task: the lag rules' and the assignors' workers hand their memory back when their
-#: task ends instead of idling at their peak beside the driver's plan (issue 13: 2.2-2.7 GiB
+#: task ends instead of idling at their peak beside the driver's plan (2.2-2.7 GiB
 #: peak at a million partitions, 1.96 GiB without reuse, no slower within noise).
 PLANNER_SPARK_CONF: dict[str, str] = {"spark.python.worker.reuse": "false"}
 

@@ -105,7 +105,7 @@ class PlanKeys(BaseModel):
     rates: str | None = None
     allow_shrink: bool | None = None
     fencing: Literal["self", "service"] | None = None
-    # issue 25: metrics of the run, and sizing the group for a deadline
+    # metrics of the run, and sizing the group for a deadline
     metrics_file: str | None = None  # node_exporter's textfile collector format
     pushgateway: str | None = None  # a Pushgateway URL: the run's metrics, grouped by job and store
     drain_within: str | float | None = None  # a duration: "45m", "1h30m", "90s" or seconds
@@ -159,7 +159,7 @@ class Settings:
     client: dict[str, Any] = field(default_factory=dict)
     offsets: Path | None = None  # a snapshot file instead of a live cluster
     spark: dict[str, str] = field(default_factory=dict)
-    # rates (issue 12): a second snapshot taken ``interval`` seconds after ``offsets`` gives
+    # rates: a second snapshot taken ``interval`` seconds after ``offsets`` gives
     # produce rates offline; ``rate`` (every consumer) or ``rates`` (a CSV/JSON file per
     # consumer) are configured read rates, records per second
     offsets_later: Path | None = None

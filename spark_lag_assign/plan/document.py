@@ -153,7 +153,7 @@ class Plan(TypedDict):
     unassigned: Assign  # partitions of topics nobody subscribes to
     totals: Totals
     quality: Quality
-    # time to drain (issue 12): the slowest consumer's seconds, null where unknown or never
+    # time to drain: the slowest consumer's seconds, null where unknown or never
     drain_seconds: NotRequired[Seconds | None]
     rates_source: NotRequired[Literal["measured", "configured", "measured+configured", "none"]]
     rates_estimated: NotRequired[bool]  # true: fewer than two observations (produce rates taken as 0)
@@ -163,7 +163,7 @@ class Plan(TypedDict):
     # who fences a pipeline whose lease ran out: "self" (absent) the pipeline taking over, with
     # WRITE on every commit id; "service" a fencer (``spark-lag-assign fencer``) on its behalf
     fencing: NotRequired[Literal["self", "service"]]
-    sizing: NotRequired[Sizing]  # issue 25: how many pipelines drain the backlog within a deadline
+    sizing: NotRequired[Sizing]  # how many pipelines drain the backlog within a deadline
 
 
 @cache

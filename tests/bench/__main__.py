@@ -331,7 +331,7 @@ def render(
 
 
 def rates_section(mode: Mode, results: pd.DataFrame, speed: dict[str, float], png: Path) -> str:
-    """The evidence of issue 12: max time to drain over the bound with producers and unequal pipelines."""
+    """The evidence: max time to drain over the bound with producers and unequal pipelines."""
     goals = rates_bench.targets(results)
     fast = 1.5
     for key, label in (("", "heterogeneous"), (" equal", "equal")):
@@ -361,7 +361,7 @@ def rates_section(mode: Mode, results: pd.DataFrame, speed: dict[str, float], pn
 
 
 def sizing_section(mode: Mode, results: pd.DataFrame) -> str:
-    """The evidence of issue 25's sizing: pipelines needed against the bound, predicted against simulated time."""
+    """The evidence of sizing: pipelines needed against the bound, predicted against simulated time."""
     parts = [
         "",
         f"## Sizing for a deadline ({mode.rate_seeds} seeds per row)",

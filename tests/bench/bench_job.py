@@ -9,7 +9,7 @@ it and write a round-robin plan as JSON. The *job* is the planner itself, ``spar
 plan --offsets SNAPSHOT --consumers ... --strategy S`` in a fresh process (``JOB``), so that
 Spark's start, the report and the store's write are in it as a user meets them. Floor and
 jobs run back to back, ``--repeat`` times in turn; the table gives the fastest of each and
-job / floor, the number issue 13 holds the job to (<= 1.5x). Each job prints its phases
+job / floor, the number the job is held to (<= 1.5x). Each job prints its phases
 (``plan --timings``, which times the run as it is), to see where time goes.
 This script samples the resident memory of each run's whole process tree (Python driver,
 JVM, pandas-UDF workers). Prints tables; asserts nothing.

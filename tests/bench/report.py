@@ -254,7 +254,7 @@ def targets(
                               "; ".join(parts), ok))
     big_job = [r for r in (job or []) if "error" not in r and r.get("kind") == "job"
                and int(r["partitions"]) >= 1_000_000 and int(r["consumers"]) >= 1_000]  # type: ignore[call-overload]
-    for r in big_job:  # issue 13: each job within 1.5x of the bare PySpark floor, and 2 GiB
+    for r in big_job:  # each job within 1.5x of the bare PySpark floor, and 2 GiB
         ratio = r.get("floor_ratio")
         out.append(Target(f"Spark job ({r['strategy']}), 1M partitions x 1,000 consumers, <= 1.5x its floor",
                           f"{r['total']:.1f} s = {ratio:.2f}x the floor" if ratio is not None else f"{r['total']:.1f} s (no floor)",
@@ -269,7 +269,7 @@ def targets(
 
 
 def java_targets(java: pd.DataFrame | None, error: str = "") -> list[Target]:
-    """Issue 13's targets from ``tests.bench.java_compare.run``; not measured when it did not run."""
+    """The targets from ``tests.bench.java_compare.run``; not measured when it did not run."""
     from tests.bench import java_compare  # it imports this module for Target and table
 
     if java is not None:

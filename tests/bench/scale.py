@@ -7,7 +7,7 @@ and the machine is shared. kafka-python's assignors run under a time limit; a pe
 one size is skipped at every larger one (a pure Python loop only gets slower), and the table
 says so rather than leaving a hole.
 
-Growth (issue 13 item 4, ``run_growth``): ``spark_lag_assign.assign`` alone for ``sticky``,
+Growth (``run_growth``): ``spark_lag_assign.assign`` alone for ``sticky``,
 ``lag-sticky``, ``range`` and ``roundrobin`` at 10k, 100k, 1M and 5M partitions x 1,000
 consumers, each cell in a fresh process: wall time, and the peak resident memory the call
 adds over its inputs (Linux's high-water mark, reset just before the call). A fitted growth

@@ -128,7 +128,7 @@ def table(results: pd.DataFrame) -> str:
 
 
 def targets(results: pd.DataFrame) -> list[tuple[str, bool, str]]:
-    """(goal, met, measured): issue 25's "within one pipeline of the lower bound" where some
+    """(goal, met, measured): the "within one pipeline of the lower bound" where some
     number of the configured pipelines drains in time, and predicted = simulated."""
     found = results[results["needed"].notna()]
     worst = int(found["gap"].max()) if len(found) else 0

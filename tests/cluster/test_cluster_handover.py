@@ -1,4 +1,4 @@
-"""Proof on a real multi-node Spark cluster, on loopback (issue 11, item 4).
+"""Proof on a real multi-node Spark cluster, on loopback.
 
 A Spark standalone master and two workers (``StandaloneCluster``, the pip package's own
 daemons) whose Python has nothing installed, the local broker, and a real HDFS. Every

@@ -1,4 +1,4 @@
-"""The multi-process handover proof on a broker that enforces ACLs (issue 26, point 4): every
+"""The multi-process handover proof on a broker that enforces ACLs: every
 process under a principal of its own, holding exactly its role's list (``roles.role_acls``,
 the lists README gives), with the plan's ``fencing = "service"``.
 

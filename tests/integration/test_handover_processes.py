@@ -1,4 +1,4 @@
-"""Proof without a cluster (issue 10, part 3; issue 22, §4): the planner and three pipelines as
+"""Proof without a cluster: the planner and three pipelines as
 separate OS processes, each in its own mount namespace with a private /tmp
 (``NamespacedProcess``), sharing only the local broker and the ``kafka://`` store in it,
 while producers keep writing.

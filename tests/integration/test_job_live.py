@@ -208,7 +208,7 @@ def test_faults_of_a_scheduled_run_leave_the_previous_plan_untouched(
     assert plan_io.read_plan(out)["generation"] == 2
 
 
-# -- rates measured between two live generations (issue 12) ------------------------------------
+# -- rates measured between two live generations ------------------------------------
 
 
 def _plan_live(spark, kafka: LocalKafka, group: str, topics: str, consumers: str, out: Path) -> plan_io.Plan:  # type: ignore[no-untyped-def]

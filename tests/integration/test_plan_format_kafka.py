@@ -1,4 +1,4 @@
-"""The plan format in the Kafka store, against the real broker (issue 15): a generation whose
+"""The plan format in the Kafka store, against the real broker: a generation whose
 records are intact (the manifest's checksum holds) but whose plan is not UTF-8 or not of the
 plan's shape is skipped by every reader with one line, as a damaged one is."""
 

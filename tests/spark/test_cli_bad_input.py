@@ -167,7 +167,7 @@ CASES = [
     pytest.param(
         Case((*SNAP, "--consumers", "a", "--strategy", "best"), "--strategy: unknown strategy 'best'"), id="unknown-strategy"
     ),
-    # -- sizing for a deadline (issue 25)
+    # -- sizing for a deadline
     pytest.param(
         Case((*SNAP, "--consumers", "a", "--rate", "10", "--drain-within=-5m"), "--drain-within: '-5m' is negative"),
         id="drain-within-negative",
@@ -470,5 +470,5 @@ def test_the_table_covers_the_issues_list() -> None:
         "option-max-swaps", "empty-snapshot", "most-partitions-dropped", "unreachable", "auth-refused", "unknown-group",
         "missing-topic", "snapshot-value", "subscriptions-duplicate", "zero-consumers", "duplicate-consumer",
         "unknown-strategy", "unknown-option", "unwritable-output", "locked-output",
-        "drain-within-negative", "conf-pinned-unknown", "size-to-deadline-without-drain",  # issue 25
+        "drain-within-negative", "conf-pinned-unknown", "size-to-deadline-without-drain",
     } <= ids  # fmt: skip

@@ -158,7 +158,7 @@ def test_movement_does_not_depend_on_the_row_order_of_the_previous_plan() -> Non
     assert moved(after, before) == moved(after, before.iloc[::-1])
 
 
-# -- totals past int64 (issue 15): four partitions of lag 2**62 add up to 2**64 ---------------------
+# -- totals past int64: four partitions of lag 2**62 add up to 2**64 ---------------------
 
 BIG = 2**62
 HUGE = plan(("C0", "t0", 0, BIG), ("C0", "t0", 1, BIG), ("C1", "t0", 2, BIG), ("C1", "t0", 3, BIG - 1))

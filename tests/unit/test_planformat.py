@@ -1,4 +1,4 @@
-"""The plan format in one place (issue 15): the model, its published JSON Schema, and what every
+"""The plan format in one place: the model, its published JSON Schema, and what every
 reader does with a plan.json that is not UTF-8 or not of the plan's shape."""
 
 from __future__ import annotations
