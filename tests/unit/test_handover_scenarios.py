@@ -552,3 +552,49 @@ def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
 def test_a_blocker_says_who_holds_what_under_which_generation() -> None:
     blocker = Blocker("A", 3, frozenset({("t", 1), P}), 12.0, "reading, lease until +2.0s")
     assert blocker.describe() == "A holds t-0, t-1 under generation 3 (reading, lease until +2.0s)"
+
+
+def test_a_fence_note_stays_while_the_fenced_pipelines_final_commit_waits() -> None:
+    """A fenced pipeline whose final commit waits for a producer renews its claim as
+    "stopping" (its clock may say its lease still runs): the successor's note must stay, so
+    that the check after that pipeline's reopen finds it and drops the commit."""
+    b = Handover("B", "B1", lease=10, margin=1)
+    b.saw_plan(2, frozenset({P}))
+    held = ClaimRecord("A", "A1", 7, 1, frozenset({P}), 10.0, "reading")
+    mine = ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting")
+    b.wrote(mine, sent_at=0.0)
+    b.saw_claims({"A": held, "B": mine}, read_at=0.0)
+    mine = ClaimRecord("B", "B1", 2, 2, frozenset({P}), 10.0, "waiting")  # B's renewal
+    b.wrote(mine, sent_at=6.0)
+    b.saw_claims({"A": held, "B": mine}, read_at=10.0)  # a whole lease later: A's lease ran out
+    assert b.next(10.0) == Write(2, frozenset({P}), "waiting", (("A", ("A1", 7)),))
+    noted = ClaimRecord("B", "B1", 3, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 7)})
+    b.wrote(noted, sent_at=10.1)
+    b.fenced_commits("A", ("A1", 7))
+    stopping = ClaimRecord("A", "A1", 8, 1, frozenset({P}), 10.0, "stopping")
+    b.saw_claims({"A": stopping, "B": noted}, read_at=10.3)
+    assert b._fence_notes() == (("A", ("A1", 7)),)
+
+
+def test_a_failed_claim_write_is_retried_only_after_the_pause() -> None:
+    core = Handover("A", "A1", lease=9, margin=0.5, retry=1.0)
+    core.saw_plan(1, frozenset({P}))
+    assert core.next(5.0) == Write(1, frozenset({P}), "waiting")
+    core.write_failed(fenced=False, now=5.0)
+    assert core.next(5.5) == Wait(6.0, "retrying a failed claim write")
+    assert core.next(6.0) == Write(1, frozenset({P}), "waiting")
+
+
+def test_a_final_commit_that_waits_renews_its_claim_as_soon_as_a_renewal_is_due() -> None:
+    """Renewals are due a third of a lease after the last write (lease 9: at 3.0), while a
+    final commit waits as while reading."""
+    core = Handover("A", "A1", lease=9, margin=0.5)
+    core.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 9.0, "reading")
+    core.wrote(claim, sent_at=0.0)
+    core.started(1, frozenset({P}))
+    core.saw_plan(2, frozenset())
+    assert core.next(1.0) == Stop(True, "generation 2 moves partitions")
+    core.stopped("held")
+    assert isinstance(core.next(2.99), OpenCommits)
+    assert core.next(3.0) == Write(1, frozenset({P}), "stopping")
