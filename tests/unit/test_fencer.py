@@ -75,6 +75,46 @@ def test_the_fencers_answer_is_read_per_fence() -> None:
     assert not fence_done(record, "A", ("A1", 8)) and not fence_done(None, "A", ("A1", 7))
 
 
+def test_a_fence_note_whose_write_failed_is_written_again_before_any_fence() -> None:
+    """The note goes before the fence, also when its write failed (the driver reports no
+    ``wrote``): with no record yet, and with an older record that notes another fence."""
+    fencer = FencerCore()
+    held, asked = claim("A", 7), claim("B", 3, "waiting", {"A": ("A1", 7)})
+    fencer.saw_claims({"A": held, "B": asked}, read_at=100.0)
+    fencer.saw_claims({"A": held, "B": asked}, read_at=110.0)
+    assert fencer.next(110.0) == NoteFence((("A", ("A1", 7)),), "fencing A")
+    assert fencer.next(110.1) == NoteFence((("A", ("A1", 7)),), "fencing A")  # the write failed: again
+    fencer.wrote(ClaimRecord(FENCER, "F1", 1, 0, frozenset(), 3600.0, "fencing A", {"A": ("A1", 7)}))
+    assert fencer.next(110.2) == FenceCommits("A", ("A1", 7))
+    fencer.fenced("A", ("A1", 7))
+    fencer.wrote(ClaimRecord(FENCER, "F1", 2, 0, frozenset(), 3600.0, "fenced", {"A": ("A1", 7)}))
+    c_held, d_asks = claim("C", 2), claim("D", 5, "waiting", {"C": ("C1", 2)})
+    view = {"A": held, "B": asked, "C": c_held, "D": d_asks}
+    fencer.saw_claims(view, read_at=120.0)
+    fencer.saw_claims(view, read_at=130.0)
+    both = (("A", ("A1", 7)), ("C", ("C1", 2)))
+    assert fencer.next(130.0) == NoteFence(both, "fencing C")
+    assert fencer.next(130.1) == NoteFence(both, "fencing C")  # the record still says "fenced": no fence yet
+
+
+def test_the_fencer_looks_again_a_poll_later() -> None:
+    fencer = FencerCore(poll=2.5)
+    fencer.saw_claims({"A": claim("A", 7)}, read_at=40.0)
+    assert fencer.next(41.0) == Look(43.5)
+
+
+def test_neither_an_unreadable_claim_nor_the_fencers_own_notes_are_requests() -> None:
+    """Only a pipeline's claim asks for a fence; the fencer's record (a restarted fencer sees
+    its predecessor's) notes fences made, and an unreadable claim asks for nothing."""
+    fencer = FencerCore()  # a restarted fencer: it remembers no fence it made
+    own = ClaimRecord(FENCER, "F1", 4, 0, frozenset(), 3600.0, "fenced", {"A": ("A1", 7)})
+    view = {"A": claim("A", 7), FENCER: own, "B": "claims/B/000003.json: not JSON"}
+    fencer.saw_claims(view, read_at=100.0)
+    fencer.saw_claims(view, read_at=110.0)
+    assert fencer.requests() == []
+    assert isinstance(fencer.next(110.0), Look)
+
+
 def owners(generation: int) -> dict[tuple[str, int], str] | None:
     return {1: {P: "A", ("t", 1): "B"}, 2: {P: "B", ("t", 1): "B"}}.get(generation)
 
