@@ -95,6 +95,29 @@ def test_a_late_progress_report_never_commits_behind_a_sink_transaction() -> Non
     assert group.committed == {("t", 0): 12} and len(group.calls) == 1
 
 
+def test_offsets_committed_elsewhere_move_nothing_back_nor_past_what_was_read() -> None:
+    """A sink's call that arrives after a later report leaves the furthest offsets; an empty
+    partition's next offset 0 commits nothing more (offset 1 would skip its first record)."""
+    group = Group()
+    c = committer(group)
+    c.track("q", [("t", 0), ("t", 1)])
+    assert c.record("q", [end(p0=15)])
+    c.committed_elsewhere({("t", 0): 12, ("t", 1): 0})
+    assert c.committed("q") == {("t", 0): 15, ("t", 1): 0}
+    assert c.retry("q")
+    assert group.calls == [({("t", 0): 15}, 7)] and c.failures == 0
+
+
+def test_an_idle_event_commits_what_a_failed_commit_left_pending() -> None:
+    group = Group()
+    c = committer(group)
+    c.track("q", [("t", 0)])
+    group.fail = 1
+    assert not c.record("q", [end(p0=5)])
+    assert c.retry("q")
+    assert group.committed == {("t", 0): 5} and c.committed("q") == {("t", 0): 5}
+
+
 class FakeTime:
     """A clock that moves only when slept on, and the pauses asked for."""
 
@@ -293,3 +316,5 @@ def test_what_a_query_committed_and_whether_it_is_tracked() -> None:
     assert c.committed("q") == {("t", 0): 3}
     c.untrack("q")
     assert not c.tracked("q") and c.committed("q") == {}
+    c.untrack("q")  # again, or a query never tracked: nothing to do
+    c.untrack("unknown")
