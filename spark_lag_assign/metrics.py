@@ -43,17 +43,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def never_raises(method: F) -> F:
-    """A metrics update that fails logs one warning per method and returns None: metrics must
-    never stop a pipeline reading or a group rebalancing."""
-    warned: set[str] = set()
+    """A metrics update that fails logs one warning per method and emitter (``self.failed``
+    names the methods that have) and returns None: metrics must never stop a pipeline reading
+    or a group rebalancing."""
 
     @functools.wraps(method)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(*args, **kwargs)
+            return method(self, *args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - see the docstring
-            if method.__name__ not in warned:
-                warned.add(method.__name__)
+            if method.__name__ not in self.failed:
+                self.failed.add(method.__name__)
                 log.warning("metrics: %s failed (%s); the pipeline goes on without it", method.__name__, exc)
             return None
 
@@ -224,6 +224,8 @@ class FollowerMetrics:
 
     def __init__(self, consumer: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.consumer = consumer
+        #: the updates that failed (each warned about once)
+        self.failed: set[str] = set()
         self.registry = r = CollectorRegistry()
         labels = ("consumer",)
 
@@ -335,6 +337,8 @@ class GroupMetrics:
     with the process's other metrics; by default each assignor has a registry of its own."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        #: the updates that failed (each warned about once)
+        self.failed: set[str] = set()
         self.registry = r = registry if registry is not None else CollectorRegistry()
         self._rebalances = Counter(PREFIX + "group_rebalances_total", "Rebalances this member led.", ("assignor",), registry=r)
         self._age = Gauge(

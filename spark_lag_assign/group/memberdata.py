@@ -199,7 +199,7 @@ class Claims:
 
     ``owners``: partition -> the key of its owner, for stickiness (a newer generation wins; a
     tie in one generation leaves the partition unowned). ``holders``: partition -> the keys
-    that may really hold it right now (members of the newest generation reported), for the
+    that may really hold it right now (the newest generation that reported it), for the
     cooperative protocol, which must not hand a partition on before its holder let it go.
     ``promised``: partition -> the key of the member the newest round planned it for while
     another still held it (cooperative); a partition promised to two members is promised to
@@ -223,7 +223,6 @@ def settle_claims(members: Sequence[MemberInfo]) -> Claims:
     # promises count if no one reports a newer round: a member promised all it gets owns nothing
     # yet, so it may be the only one that reports the round which promised them
     promising = max((m.generation for m in members if m.promised and m.problem is None), default=NO_GENERATION)
-    holders: dict[TopicPartitionKey, set[str]] = {}
     promised: dict[TopicPartitionKey, list[str]] = {}
     for m in sorted(members, key=lambda m: m.key):
         if m.problem is not None:
@@ -232,13 +231,15 @@ def settle_claims(members: Sequence[MemberInfo]) -> Claims:
             for tp in m.promised:
                 promised.setdefault(tp, []).append(m.key)
         for tp in m.owned:
-            if m.generation == newest:
-                holders.setdefault(tp, set()).add(m.key)
             current = best.get(tp)
             if current is None or m.generation > current[0]:
                 best[tp] = (m.generation, [m.key])
             elif m.generation == current[0]:
                 current[1].append(m.key)
+    # a member that missed a round (its sync failed) still holds what it reports, with the
+    # older generation: the newest claim of each partition is who holds it, whatever the
+    # newest generation of the whole group is
+    holders = {tp: set(keys) for tp, (_, keys) in best.items()}
     owners = {tp: keys[0] for tp, (_, keys) in best.items() if len(keys) == 1}
     conflicts = tuple(sorted(tp for tp, (_, keys) in best.items() if len(keys) > 1))
     return Claims(

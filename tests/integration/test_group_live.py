@@ -188,16 +188,19 @@ def intervals(members: list[Member], end: float) -> dict[TP, list[tuple[float, f
     for m in members:
         start: dict[TP, float] = {}
         events = m.events()
+        # a member stops reading before it closes its consumer, and closing may call the
+        # revocation listener after it left the group: what it owns ends when it stopped
+        stopped = next((e["t"] for e in events if e["event"] == "stopped"), None)
         for e in events:
             tps = [(t, p) for t, p in e.get("partitions", [])]
             if e["event"] == "assigned":
                 for tp in tps:
                     start.setdefault(tp, e["t"])
             elif e["event"] in ("revoked", "lost"):
+                ended = e["t"] if stopped is None else min(e["t"], stopped)
                 for tp in tps:
                     if tp in start:
-                        out[tp].append((start.pop(tp), e["t"], m.name))
-        stopped = next((e["t"] for e in events if e["event"] == "stopped"), None)
+                        out[tp].append((start.pop(tp), ended, m.name))
         last = m.killed_at or stopped or end
         for tp, t0 in start.items():
             out[tp].append((t0, last, m.name))

@@ -107,7 +107,7 @@ def test_read_member_never_raises_on_what_a_member_sent() -> None:
 
 def test_a_newer_generation_wins_a_tie_loses_for_both() -> None:
     members = [
-        MemberInfo("a", "1:a", ("t",), (("t", 0), ("t", 1), ("t", 2)), 3),  # stale: lost its membership
+        MemberInfo("a", "1:a", ("t",), (("t", 0), ("t", 1), ("t", 2)), 3),  # missed rounds 4 and 5
         MemberInfo("b", "1:b", ("t",), (("t", 0),), 5),
         MemberInfo("c", "1:c", ("t",), (("t", 1), ("t", 3)), 5),
         MemberInfo("d", "1:d", ("t",), (("t", 3),), 5),
@@ -116,12 +116,29 @@ def test_a_newer_generation_wins_a_tie_loses_for_both() -> None:
     claims = settle_claims(members)
     assert dict(claims.owners) == {("t", 0): "1:b", ("t", 1): "1:c", ("t", 2): "1:a"}
     assert claims.conflicts == (("t", 3),)
-    # only the newest generation may really hold partitions: a stale claim blocks no move
+    # the newest claim of each partition holds it: a newer one overrides a's, but t-2, which
+    # only a reports, is a's until a lets it go
     assert dict(claims.holders) == {
         ("t", 0): frozenset({"1:b"}),
         ("t", 1): frozenset({"1:c"}),
+        ("t", 2): frozenset({"1:a"}),
         ("t", 3): frozenset({"1:c", "1:d"}),
     }
+
+
+def test_a_member_that_missed_a_round_still_holds_what_it_reports() -> None:
+    """b led round 1 (generation 1), which promised b's t-1 to c; b's own sync of round 1
+    failed, so in round 2 it still holds t-1 and reports generation 0, while a and c report
+    generation 1. t-1 is b's until b revokes it: handing it to c now would give it two owners."""
+    claims = settle_claims(
+        [
+            MemberInfo("a", "1:a", ("t",), (("t", 0),), 1),
+            MemberInfo("b", "1:b", ("t",), (("t", 1), ("t", 2)), 0),
+            MemberInfo("c", "1:c", ("t",), (), 1, promised=(("t", 1),)),
+        ]
+    )
+    assert dict(claims.holders)[("t", 1)] == frozenset({"1:b"})
+    assert dict(claims.holders)[("t", 2)] == frozenset({"1:b"})
 
 
 def cooperative_member(member_id: str, owned: list[int], generation: int, user_data: bytes = b"") -> SimpleNamespace:
