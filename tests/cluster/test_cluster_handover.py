@@ -351,15 +351,8 @@ def test_three_pipelines_on_a_standalone_cluster_hand_partitions_over_safely(
             "B committed batches of A's former partitions",
         )
         # the dangerous moment: A resumes while B reads what A read; g3 does not name A: it leaves
-        s.retire("A")
-        resumed = time.time()
-        a.cont()
-        pause = Pause("A", a.name, float(stopped_line["wall"]), resumed, str(stopped_line["why"]))
-        s.note(f"A resumed after {pause.seconds:.1f}s stopped (lease {LEASE:g}s) while B reads its partitions")
-        status = a.wait(STEP_TIMEOUT)
-        a_summary = (s.lines(a, "SUMMARY") or [{}])[-1]
-        s.note(f"A (run 1) ended: exit {status}, {a_summary.get('reason')}, commits refused {a_summary.get('refused')}")
-        assert status == 0 and a_summary.get("reason") == "left", a_summary
+        pause = s.resume_beside("A", "B", stopped_line, LEASE)
+        a_summary = s.ended_leaving(a, "A (run 1)")
 
         # the topic grows; a planner dies in the middle of writing the next generation
         from kafka import KafkaAdminClient

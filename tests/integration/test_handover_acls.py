@@ -51,7 +51,6 @@ from tests.integration.test_handover_processes import (
     STEP_TIMEOUT,
     STORE_NAME,
     CommitSampler,
-    Pause,
     Producers,
     Scenario,
     end_offsets,
@@ -175,15 +174,8 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
             "B committed batches of A's former partitions",
         )
         # A resumes while B reads what A read
-        s.retire("A")
-        resumed = time.time()
-        a.cont()
-        pause = Pause("A", a.name, float(stopped_line["wall"]), resumed, str(stopped_line["why"]))
-        s.note(f"A resumed after {pause.seconds:.1f}s stopped (lease {LEASE:g}s) while B reads its partitions")
-        status = a.wait(STEP_TIMEOUT)
-        a_summary = (s.lines(a, "SUMMARY") or [{}])[-1]
-        s.note(f"A ended: exit {status}, {a_summary.get('reason')}, commits refused {a_summary.get('refused')}")
-        assert status == 0 and a_summary.get("reason") == "left", a_summary  # generation 2 does not name A
+        pause = s.resume_beside("A", "B", stopped_line, LEASE)
+        a_summary = s.ended_leaving(a, "A")  # generation 2 does not name A
 
         # the end: producers stop, B drains, SIGTERM
         time.sleep(2.0)

@@ -327,6 +327,25 @@ class ProcessScenario:
         """A pipeline that is about to end by itself: waits no longer watch it."""
         return self.pipelines.pop(consumer)
 
+    def resume_beside(self, consumer: str, successor: str, stopped_line: Mapping[str, Any], lease: float) -> Pause:
+        """The dangerous moment: ``consumer``, paused past its lease (``stopped_line`` is its
+        SIGSTOP report), resumes while ``successor`` reads what it read; waits no longer watch it."""
+        proc = self.retire(consumer)
+        resumed = time.time()
+        proc.cont()
+        pause = Pause(consumer, proc.name, float(stopped_line["wall"]), resumed, str(stopped_line["why"]))
+        self.note(f"{consumer} resumed after {pause.seconds:.1f}s stopped (lease {lease:g}s) while {successor} reads its partitions")
+        return pause
+
+    def ended_leaving(self, proc: NamespacedProcess, what: str) -> dict[str, Any]:
+        """Wait for a resumed pipeline whose generation no longer names it: it must end by
+        itself, exit 0, as "left"; its summary."""
+        status = proc.wait(self.step_timeout)
+        summary: dict[str, Any] = (self.lines(proc, "SUMMARY") or [{}])[-1]
+        self.note(f"{what} ended: exit {status}, {summary.get('reason')}, commits refused {summary.get('refused')}")
+        assert status == 0 and summary.get("reason") == "left", summary
+        return summary
+
     def kill(self, consumer: str) -> int:
         proc = self.pipelines[consumer]
         status = proc.kill()
@@ -734,18 +753,11 @@ def test_three_pipelines_in_their_own_namespaces_hand_partitions_over_safely(
             "B committed batches of A's former partitions",
         )
         # the dangerous moment: A resumes while B reads what A read
-        s.retire("A")
-        resumed = time.time()
-        a.cont()
-        pause = Pause("A", a.name, float(stopped_line["wall"]), resumed, str(stopped_line["why"]))
-        s.note(f"A resumed after {pause.seconds:.1f}s stopped (lease {LEASE:g}s) while B reads its partitions")
+        pause = s.resume_beside("A", "B", stopped_line, LEASE)
         c.cont()
         c_pause = time.monotonic() - c_stopped
         s.note(f"C resumed after {c_pause:.1f}s stopped, two generations later")
-        status = a.wait(STEP_TIMEOUT)
-        a_summary = (s.lines(a, "SUMMARY") or [{}])[-1]
-        s.note(f"A (run 1) ended: exit {status}, {a_summary.get('reason')}, commits refused {a_summary.get('refused')}")
-        assert status == 0 and a_summary.get("reason") == "left", a_summary  # generation 3 does not name A
+        a_summary = s.ended_leaving(a, "A (run 1)")  # generation 3 does not name A
 
         # generation 4: A is back in the plan (a new process, a new incarnation); B gives its partitions back
         g4 = s.plan("A,B,C")
