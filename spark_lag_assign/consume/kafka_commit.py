@@ -111,12 +111,12 @@ def _producer(
     )
 
 
-def fence(  # pragma: no mutate block
+def fence(
     bootstrap_servers: str,
     transactional_id: str,
     client_options: Mapping[str, Any] | None = None,
     timeout_ms: int = 15000,
-) -> None:
+) -> None:  # pragma: no mutate block
     """Fence every holder of ``transactional_id``: their later commits are refused and a
     transaction one of them left open is aborted. ``KafkaCommitError`` if Kafka failed
     (``CommitNotAuthorizedError`` naming the ACL if it refused: WRITE on the id)."""

@@ -249,6 +249,13 @@ def test_a_committer_never_opens_a_producer_by_itself(monkeypatch: pytest.Monkey
     with pytest.raises(CommitHeldError):  # opened, not yet confirmed by the handover
         commit({("t", 0): 5}, 1)
     assert broker.log == [] and broker.inits == 1
+    commit.allow(new_query=True)
+    commit({("t", 0): 5}, 1)
+    commit.close()  # a stop: the producer is gone, and only the handover opens another
+    assert commit.lost and not commit.fenced
+    with pytest.raises(CommitHeldError):  # a progress report that arrives after the stop
+        commit({("t", 0): 6}, 1)
+    assert broker.log == [{("t", 0): 5}] and broker.inits == 1
 
 
 def test_a_transient_failure_never_undoes_a_successors_fence(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -113,6 +113,10 @@ def test_neither_an_unreadable_claim_nor_the_fencers_own_notes_are_requests() ->
     fencer.saw_claims(view, read_at=110.0)
     assert fencer.requests() == []
     assert isinstance(fencer.next(110.0), Look)
+    # neither hides a real request that comes after it in the view
+    view = {FENCER: own, "B": "claims/B/000003.json: not JSON", "A": claim("A", 8), "C": claim("C", 2, "waiting", {"A": ("A1", 8)})}
+    fencer.saw_claims(view, read_at=120.0)
+    assert fencer.requests() == [("A", ("A1", 8))]
 
 
 def owners(generation: int) -> dict[tuple[str, int], str] | None:
