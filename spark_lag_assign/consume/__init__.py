@@ -83,7 +83,8 @@ its records and the offsets in one transaction that a successor's fencing aborts
 
 from __future__ import annotations
 
-from spark_lag_assign.consume.follower import FollowerEvent, PlanFollower, RunSummary, StartQuery
+from spark_lag_assign.consume.events import FollowerEvent, RunSummary
+from spark_lag_assign.consume.follower import PlanFollower, StartQuery
 from spark_lag_assign.consume.reading import AssignedStream, read_assigned
 
 __all__ = ["AssignedStream", "FollowerEvent", "PlanFollower", "RunSummary", "StartQuery", "read_assigned"]

@@ -23,7 +23,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign import sparkcompat
@@ -32,6 +31,7 @@ from spark_lag_assign.consume.committer import (
     ProgressCommitter,
     commit_listener,
 )
+from spark_lag_assign.consume.events import FollowerEvent, RunSummary, assign_of
 from spark_lag_assign.consume.fencer import fence_done
 from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence
 from spark_lag_assign.consume.options import (
@@ -66,6 +66,7 @@ from spark_lag_assign.consume.reading import (
     consumer_entry,
     holds_of,
     load_plan,
+    stop_between_batches,
     stream_for,
 )
 from spark_lag_assign.errors import (
@@ -95,38 +96,6 @@ log = logging.getLogger(__name__)
 
 StartQuery = Callable[[AssignedStream, str], "StreamingQuery"]
 """``start(stream, checkpoint_location) -> StreamingQuery``: the pipeline's own processing and sink."""
-
-
-@dataclass(frozen=True)
-class FollowerEvent:
-    """What a follower did and when (``time.monotonic()``), for logs and tests. A claim's
-    ``began`` is when its write was sent (the same clock): its lease counts from there."""
-
-    at: float
-    kind: str  # claim | start | stop | fence | plan | left | drained | stopped | idle | fenced | ...
-    generation: int
-    assign: dict[str, list[int]]
-    detail: str = ""
-    began: float | None = None
-
-
-@dataclass
-class RunSummary:
-    consumer: str
-    reason: str  # stopped | left | drained | idle | fenced
-    generations: list[int]
-    events: list[FollowerEvent]
-    committed: Offsets
-    commit_failures: int
-    incarnation: str = ""
-    refused: int = field(default=0)
-
-
-def _assign_of(holds: Holds) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for topic, partition in sorted(holds):
-        out.setdefault(topic, []).append(partition)
-    return out
 
 
 class PlanFollower:
@@ -477,7 +446,7 @@ class PlanFollower:
             holds = core.reading.holds if core is not None and core.reading is not None else frozenset()
         if generation is None:
             generation = core.plan_generation if core is not None else 0
-        self.events.append(FollowerEvent(time.monotonic(), kind, generation, _assign_of(holds), detail, began))
+        self.events.append(FollowerEvent(time.monotonic(), kind, generation, assign_of(holds), detail, began))
 
     def _saw_plan(self, plan: plan_io.Plan) -> None:
         assert self._core is not None
@@ -686,7 +655,7 @@ class PlanFollower:
                 return  # the state machine asks to start again
         if plan is None:
             raise PlanError(f"generation {action.generation} is gone from {self.store.uri} before {self.consumer} started it")
-        assign = _assign_of(action.holds)
+        assign = assign_of(action.holds)
         starting = self._start_offsets(plan, assign)
         if not core.may_start(self.clock()):
             # opening the committer or reading offsets was slow (a broker clearing a killed
@@ -829,28 +798,4 @@ class PlanFollower:
         self._refused.set()
 
 
-def stop_between_batches(query: StreamingQuery, timeout: float) -> bool:
-    """Stop a query while none of its batches is being processed; True if it had to stop one mid-way.
-
-    ``stop()`` interrupts whatever the query does. Interrupting a trigger while it only asks
-    Kafka for offsets, or sleeps until the next trigger, loses nothing; interrupting the
-    processing of a batch makes the sink redo it, and a Python ``foreachBatch`` interrupted
-    that way makes Spark 4.0 log a StackOverflowError. Under load batches run back to back,
-    so waiting for an idle trigger alone might never end: the offset-fetching phase at the
-    start of every batch is the boundary this waits for.
-    """
-    deadline = time.monotonic() + timeout
-    while query.isActive:
-        status = query.status
-        processing = bool(status.get("isTriggerActive")) and str(status.get("message", "")).startswith("Processing")
-        if not processing:
-            query.stop()
-            return False
-        if time.monotonic() >= deadline:
-            query.stop()
-            return True
-        time.sleep(0.02)
-    return False  # it ended by itself (availableNow, or failed): nothing left to stop
-
-
-__all__ = ["FollowerEvent", "PlanFollower", "RunSummary", "StartQuery", "stop_between_batches"]
+__all__ = ["PlanFollower", "StartQuery"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from spark_lag_assign.store import Store, open_store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 
 @dataclass(frozen=True)
@@ -160,4 +162,37 @@ def read_assigned(
             opened.close()
 
 
-__all__ = ["AssignedStream", "as_store", "consumer_entry", "holds_of", "load_plan", "read_assigned", "stream_for"]
+def stop_between_batches(query: StreamingQuery, timeout: float) -> bool:
+    """Stop a query while none of its batches is being processed; True if it had to stop one mid-way.
+
+    ``stop()`` interrupts whatever the query does. Interrupting a trigger while it only asks
+    Kafka for offsets, or sleeps until the next trigger, loses nothing; interrupting the
+    processing of a batch makes the sink redo it, and a Python ``foreachBatch`` interrupted
+    that way makes Spark 4.0 log a StackOverflowError. Under load batches run back to back,
+    so waiting for an idle trigger alone might never end: the offset-fetching phase at the
+    start of every batch is the boundary this waits for.
+    """
+    deadline = time.monotonic() + timeout
+    while query.isActive:
+        status = query.status
+        processing = bool(status.get("isTriggerActive")) and str(status.get("message", "")).startswith("Processing")
+        if not processing:
+            query.stop()
+            return False
+        if time.monotonic() >= deadline:
+            query.stop()
+            return True
+        time.sleep(0.02)
+    return False  # it ended by itself (availableNow, or failed): nothing left to stop
+
+
+__all__ = [
+    "AssignedStream",
+    "as_store",
+    "consumer_entry",
+    "holds_of",
+    "load_plan",
+    "read_assigned",
+    "stop_between_batches",
+    "stream_for",
+]
