@@ -77,6 +77,7 @@ PURE = [
     "spark_lag_assign.consume",
     "spark_lag_assign.consume.committer",
     "spark_lag_assign.consume.fencer",
+    "spark_lag_assign.consume.events",
     "spark_lag_assign.consume.follower",
     "spark_lag_assign.consume.gate",
     "spark_lag_assign.consume.kafka_commit",
