@@ -169,6 +169,8 @@ class Broker:
         self.inits = 0
         self.group: dict[TP, int] = {}
         self.log: list[dict[TP, int]] = []
+        self.notes: list[str] = []  # each commit's metadata
+        self.records: list[tuple[str, bytes | None]] = []
         self.fail_next = 0  # the next commits fail as a broker outage makes them fail
 
     def fence(self) -> None:
@@ -192,12 +194,15 @@ class FakeProducer:
 
     def begin_transaction(self) -> None:
         self.pending = {}
+        self.sent: list[tuple[str, bytes | None]] = []
+        self.note: set[str] = set()
 
     def send(self, topic: str, key: bytes | None = None, value: bytes | None = None) -> None:
-        pass
+        self.sent.append((topic, value))
 
     def send_offsets_to_transaction(self, offsets: Mapping[object, object], group: str) -> None:
         self.pending = {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}  # type: ignore[attr-defined]
+        self.note = {meta.metadata for meta in offsets.values()}  # type: ignore[attr-defined]
 
     def commit_transaction(self) -> None:
         from kafka.errors import KafkaConnectionError, KafkaError
@@ -209,6 +214,8 @@ class FakeProducer:
             raise KafkaError("ProducerFencedError: there is a newer producer with the same transactionalId")
         self.broker.group.update(self.pending)
         self.broker.log.append(self.pending)
+        self.broker.notes.extend(sorted(self.note))
+        self.broker.records.extend(self.sent)
 
     def close(self, timeout: float | None = None) -> None:
         pass
@@ -325,3 +332,53 @@ def test_what_a_query_committed_and_whether_it_is_tracked() -> None:
     assert not c.tracked("q") and c.committed("q") == {}
     c.untrack("q")  # again, or a query never tracked: nothing to do
     c.untrack("unknown")
+
+
+def test_each_commit_names_its_consumer_and_generation_and_a_sinks_records_go_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The metadata is what a successor and ``foreign_commits`` judge a commit by; a sink's
+    records go in the transaction even when its offsets move nothing forward."""
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    commit.open()
+    commit.allow(new_query=True)
+    commit({("t", 0): 12}, 3)
+    assert broker.notes == ["spark-lag-assign consumer=A generation=3"]
+    commit.write({("t", 0): 12}, 3, "sink", [(None, b"again")])  # a batch redone: its offsets are not new
+    assert broker.records == [("sink", b"again")] and broker.group == {("t", 0): 12}
+    with pytest.raises(KafkaCommitError, match="records need a topic"):
+        commit.write({("t", 0): 13}, 3, None, [(None, b"lost")])
+    assert broker.group == {("t", 0): 12}
+
+
+def test_refused_and_held_commits_say_whose_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    with pytest.raises(CommitHeldError, match="A's committer waits for its handover to open a producer of id"):
+        commit({("t", 0): 1}, 1)
+    commit.open()
+    commit.allow(new_query=True)
+    broker.fence()
+    with pytest.raises(CommitFencedError, match="A's commit under generation 1 was refused"):
+        commit({("t", 0): 1}, 1)
+    with pytest.raises(CommitFencedError, match="A's commits are fenced"):
+        commit({("t", 0): 2}, 1)
+
+
+def test_the_gate_sends_only_offsets_past_the_furthest_committed() -> None:
+    """Within a query, a partition's commit only moves forward: an offset already committed
+    is not sent again, a negative one never, and the furthest stays the bar whatever order
+    successes are reported in."""
+    from spark_lag_assign.consume.gate import CommitGate
+
+    gate = CommitGate()
+    gate.opened()
+    gate.allow(new_query=True)
+    assert gate.decide({("t", 0): 0}) == ("send", {("t", 0): 0})
+    assert gate.decide({("t", 0): -1}) == ("skip", {})  # no offset at all: never committed
+    gate.sent({("t", 0): 0})
+    assert gate.decide({("t", 0): 1}) == ("send", {("t", 0): 1})
+    assert gate.decide({("t", 0): 0}) == ("skip", {})  # already committed: no transaction
+    gate.sent({("t", 0): 5})
+    gate.sent({("t", 0): 3})  # a success reported late: the bar stays at 5
+    assert gate.decide({("t", 0): 4}) == ("skip", {})
+    assert gate.decide({("t", 0): 4}, records=True) == ("send", {})

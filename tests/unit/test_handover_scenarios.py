@@ -539,6 +539,18 @@ def test_a_query_that_ends_by_itself_ends_the_run_unless_the_lease_had_lapsed() 
     assert stopping.query_ended(True, 1.0) and stopping.ending == "stopped"  # the first reason stays
 
 
+def test_a_final_commit_that_kept_failing_ends_the_run_without_releasing() -> None:
+    """What was read but not committed is never released: a successor would start behind it
+    and read more than one batch twice. The run ends, and the claim's lease runs out instead."""
+    core = reading_core()
+    core.request_stop()
+    assert core.next(1.0) == Stop(True, "the run ends (stopped)")
+    core.stopped("failed")
+    for now in (1.1, 5.0, 30.0):
+        assert core.next(now) == Exit("commit-failed")
+    assert core.written is not None and core.written.state == "reading"  # no release was decided
+
+
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
     core = reading_core()
     assert core.lease_valid(8.99) and not core.lease_valid(9.0)
