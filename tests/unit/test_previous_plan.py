@@ -38,17 +38,20 @@ Key = tuple[str, int]
 def cases(draw: st.DrawFn) -> tuple[pd.DataFrame, dict[str, list[str]], pd.DataFrame]:
     """(rows [topic, partition, lag] in any order, subscriptions, previous plan)."""
     members = draw(st.lists(st.sampled_from(CONSUMERS), min_size=1, unique=True))
-    subs = {c: draw(st.lists(st.sampled_from(TOPICS), unique=True)) for c in members}  # some topics unread
+    subs = {c: draw(st.lists(st.sampled_from(TOPICS), min_size=1, unique=True)) for c in members}  # some unread
     keys = [(t, p) for t in TOPICS for p in draw(st.lists(st.integers(0, 7), unique=True, max_size=5))]
     keys = draw(st.permutations(keys))
     rows = pd.DataFrame({"topic": [t for t, _ in keys], "partition": [p for _, p in keys], "lag": 1})
     rows = rows.astype({"topic": object, "partition": np.int64, "lag": np.int64})
-    listing = st.tuples(
-        st.sampled_from([*CONSUMERS, "gone"]),  # "gone" and the non-members: consumers that left
+    where = st.tuples(
         st.sampled_from([*TOPICS, "t9"]),
         st.one_of(st.integers(0, 9), st.sampled_from(ODD_PARTITIONS)),  # 8, 9: partitions that are gone
     )
-    listed = draw(st.lists(listing, max_size=30))  # a small domain: duplicates are common
+    if keys:  # mostly partitions that still exist
+        where = st.one_of(st.sampled_from(keys), where)
+    owners = st.lists(st.sampled_from([*CONSUMERS, "gone"]), min_size=1, max_size=4)  # "gone", non-members: left
+    listed = [(c, t, p) for (t, p), cs in draw(st.lists(st.tuples(where, owners), min_size=1, max_size=12)) for c in cs]
+    listed = draw(st.permutations(listed))  # a partition's listings anywhere in the plan
     previous = pd.DataFrame(listed, columns=["consumer", "topic", "partition"])
     if all(isinstance(p, int) for _, _, p in listed):
         previous = previous.astype({"partition": np.int64})  # a plan's own column, as assignment_frame gives it
