@@ -15,13 +15,13 @@ from spark_lag_assign.assignors.frontend import (
     assign,
     get_strategy,
     owners,
-    previous_codes,
     problem,
     run,
     run_codes,
     unassigned,
     validate_lags,
 )
+from spark_lag_assign.core.previous import previous_codes
 from spark_lag_assign.core.subscriptions import validate_subscriptions
 
 __all__ = [

@@ -8,9 +8,10 @@ The front end does each piece of work once, on arrays: the subscriptions are val
 indexed once (``SubscriptionIndex``), topics and consumers become integer codes once (hashing
 only the first of each run of equal values, as frames sorted or grouped by topic have few
 runs), input already sorted by (topic, partition) is not sorted again, the previous plan is
-matched to the rows through a lookup table, and strategies with ``assign_codes`` hand back consumer codes, from which the
-invariant check and the output frame are built directly (a stable sort by owner, each
-consumer's id repeated over its block). The problem's columns of strings (its topics, the
+matched to the rows through a lookup table (``core.previous``: the one rule for reading a
+previous plan, which the Spark paths use too), and strategies with ``assign_codes`` hand back
+consumer codes, from which the invariant check and the output frame are built directly (a
+stable sort by owner, each consumer's id repeated over its block). The problem's columns of strings (its topics, the
 previous owners' names) are made from the codes only if a strategy reads them.
 """
 
@@ -27,6 +28,7 @@ from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as rang
 from spark_lag_assign.assignors.base import Encoded, GroupProblem, Strategy, TopicProblem
 from spark_lag_assign.core.invariants import check_owner_codes
 from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
+from spark_lag_assign.core.previous import check_previous, previous_codes
 from spark_lag_assign.core.quality import exact_sum
 from spark_lag_assign.core.subscriptions import (
     SubscriptionIndex,
@@ -48,9 +50,6 @@ ASSIGNMENT_COLUMNS = ("consumer", "topic", "partition", "lag")
 #: exclusive upper bounds of the lags frame's integer columns (``core.limits``): a lag, and
 #: the total of the lags, which plans and metrics add up in int64, stay below 2^63
 LIMITS = {"partition": PARTITION_LIMIT, "lag": INT64_LIMIT}
-#: the previous plan is matched through a dense (topic, partition) table up to this many cells
-#: per row (plus a floor), through a binary search beyond
-DENSE_PER_ROW, DENSE_FLOOR = 4, 1 << 16
 
 
 def get_strategy(name: str) -> Strategy:
@@ -210,99 +209,6 @@ def validate_lags(lags: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-# -- the previous plan --------------------------------------------------------------------------
-
-
-def _check_previous(previous: pd.DataFrame | None) -> bool:
-    """Whether a previous plan is given (with rows); an InputError if it lacks a column."""
-    if previous is None:
-        return False
-    if not isinstance(previous, pd.DataFrame):
-        raise InputError(f"previous plan must be a pandas DataFrame, not {type(previous).__name__}")
-    missing = [c for c in ("consumer", "topic", "partition") if c not in previous.columns]
-    if missing:
-        raise InputError(f"previous plan: missing column(s) {', '.join(missing)}")
-    return len(previous) > 0
-
-
-def previous_codes(
-    previous: pd.DataFrame | None,
-    row_topics: np.ndarray,
-    row_partitions: np.ndarray,
-    index: SubscriptionIndex,
-) -> np.ndarray:
-    """The code (in ``index``) of each row's previous owner, -1 for none; rows are sorted by
-    (topic code, partition).
-
-    Only an owner that is still a subscriber of the row's topic counts; consumers and
-    partitions of the previous plan that no longer exist are ignored. The rule for a
-    partition the previous plan lists more than once: the smallest consumer id keeps it (the
-    order every assignor sorts consumers in), whatever the order of the plan's rows.
-    """
-    n_rows = len(row_topics)
-    owner = np.full(n_rows, -1, dtype=np.int64)
-    if not _check_previous(previous) or n_rows == 0:
-        return owner
-    assert previous is not None
-    consumers = index.consumer_codes(previous["consumer"])
-    topics = index.topic_codes(previous["topic"])
-    column = previous["partition"]
-    if column.dtype.kind in "iu":
-        partitions = column.to_numpy()
-        keep = index.permitted(consumers, topics)
-        if partitions.min() < 0 or partitions.max() >= LIMITS["partition"]:  # two passes, no mask
-            keep &= (partitions >= 0) & (partitions < LIMITS["partition"])
-        partitions = partitions.astype(np.int64, copy=False)
-    else:  # missing or unreadable partitions are ignored with the rest of a stale plan
-        numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        keep = index.permitted(consumers, topics) & (numbers >= 0) & (numbers < LIMITS["partition"])
-        keep &= numbers == np.floor(numbers)
-        partitions = np.where(keep, numbers, 0).astype(np.int64)
-    if not keep.all():
-        consumers, topics, partitions = consumers[keep], topics[keep], partitions[keep]
-    rows = _rows_of(topics, partitions, row_topics, row_partitions, len(index.topics))
-    if rows.min(initial=0) < 0:  # some partitions of the plan are gone
-        found = rows >= 0
-        rows, consumers = rows[found], consumers[found]
-    if len(rows) and np.bincount(rows, minlength=n_rows).max() > 1:
-        owner[:] = len(index.consumers)
-        np.minimum.at(owner, rows, consumers)
-        owner[owner == len(index.consumers)] = -1
-    else:
-        owner[rows] = consumers
-    return owner
-
-
-def _rows_of(
-    topics: np.ndarray, partitions: np.ndarray, row_topics: np.ndarray, row_partitions: np.ndarray, n_topics: int
-) -> np.ndarray:
-    """The row holding each (topic code, partition), -1 if none; the rows are sorted."""
-    width = int(max(row_partitions.max(initial=0), partitions.max(initial=0))) + 1
-    wanted = topics * width + partitions
-    keys = row_topics * width + row_partitions  # ascending
-    if n_topics * width <= DENSE_PER_ROW * len(keys) + DENSE_FLOOR:  # a dense table: no search at all
-        table = np.full(n_topics * width, -1, dtype=np.int64)
-        table[keys] = np.arange(len(keys))
-        return table[wanted]
-    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    return np.where(keys[at] == wanted, at, -1)
-
-
-def previous_owners(
-    previous: pd.DataFrame | None,
-    row_topics: np.ndarray,
-    row_partitions: np.ndarray,
-    index: SubscriptionIndex,
-) -> list[str | None]:
-    """``previous_codes`` as consumer ids (None for none)."""
-    codes = previous_codes(previous, row_topics, row_partitions, index)
-    return _names_or_none(index, codes).tolist()
-
-
-def _names_or_none(index: SubscriptionIndex, codes: np.ndarray) -> np.ndarray:
-    return np.concatenate([index.names, np.array([None], dtype=object)])[codes]  # -1: the None at the end
-
-
 def unassigned(lags: pd.DataFrame, subscriptions: Mapping[str, Sequence[str]]) -> pd.DataFrame:
     """The partitions of topics nobody subscribes to: lags rows [topic, partition, lag]."""
     lags = validate_lags(lags)
@@ -373,7 +279,7 @@ def _problem(
         positions = np.flatnonzero(subscribed) if positions is None else positions[subscribed]
         row_topic, partitions, lag = row_topic[subscribed], partitions[subscribed], lag[subscribed]
     named: Sequence[str | None] | None = ()
-    if _check_previous(previous) and spec.uses_previous:
+    if check_previous(previous) and spec.uses_previous:
         owners = previous_codes(previous, row_topic, partitions, index)
         named = None  # the owners' names, made from their codes if a strategy reads them
     else:  # no previous owners: -1 for every row, read-only, without writing a million cells

@@ -29,6 +29,8 @@ from spark_lag_assign.config import Settings
 from spark_lag_assign.core import quality as metrics, rates as rates_io
 from spark_lag_assign.core.invariants import check_assignment
 from spark_lag_assign.core.lag import lag_columns
+from spark_lag_assign.core.previous import previous_owners
+from spark_lag_assign.core.subscriptions import SubscriptionIndex
 from spark_lag_assign.errors import InputError
 from spark_lag_assign.extract import offsets as offsets_io
 from spark_lag_assign.metrics import PlannerMetrics
@@ -122,7 +124,7 @@ def plan_rows(
                 {
                     "topic_code": codes.astype(np.int32),
                     **{c: offsets[c] for c in _OFFSET_COLUMNS},
-                    "previous_owner": _previous_owner(offsets, previous),
+                    "previous_owner": _previous_owner(offsets, previous, subscriptions, topics),
                 },
                 index=offsets.index,
             )
@@ -160,21 +162,20 @@ def _input_schema() -> Any:
     )
 
 
-def _previous_owner(offsets: pd.DataFrame, previous: pd.DataFrame | None) -> pd.Series:
-    """Each offsets row's owner in the previous plan (None where it had none); a partition listed
-    twice keeps the smaller consumer id, as ``spark_lag_assign.assign`` reads a previous plan."""
-    if previous is None or len(previous) == 0:
-        return pd.Series(np.full(len(offsets), None, dtype=object), index=offsets.index, dtype=object)
-    prev = (
-        previous.loc[:, ["consumer", "topic", "partition"]]
-        .astype({"partition": np.int64})
-        .sort_values(["topic", "partition", "consumer"], kind="stable")
-        .drop_duplicates(["topic", "partition"])
-    )
-    keys = offsets.loc[:, ["topic", "partition"]].astype({"partition": np.int64})
-    got = keys.merge(prev, on=["topic", "partition"], how="left")["consumer"]
-    owners = got.to_numpy(dtype=object)
-    owners[got.isna().to_numpy()] = None
+def _previous_owner(
+    offsets: pd.DataFrame,
+    previous: pd.DataFrame | None,
+    subscriptions: Mapping[str, list[str]],
+    topics: tuple[list[str], np.ndarray],
+) -> pd.Series:
+    """Each offsets row's owner in the previous plan (None where it has none), by the rule of
+    ``core.previous`` that ``spark_lag_assign.assign`` reads a previous plan by; ``topics``:
+    the sorted topic names and each row's code into them (``_topics``)."""
+    names, codes = topics
+    index = SubscriptionIndex(subscriptions, names)
+    row_topics = codes if len(index.topics) == len(names) else index.topic_codes(names)[codes]
+    partitions = offsets["partition"].to_numpy().astype(np.int64, copy=False)
+    owners = previous_owners(previous, row_topics.astype(np.int64, copy=False), partitions, index)
     return pd.Series(owners, index=offsets.index, dtype=object)
 
 

@@ -1,6 +1,6 @@
 """Transform: the Spark side of the planner, as ``DataFrame -> DataFrame`` functions.
 
-    offsets ──with_lag(reset)──▶ lags ──with_previous_owner(prev)──▶ ──assign_partitions(...)──▶ plan
+    offsets ──with_lag(reset)──▶ lags ──with_previous_owner(prev, subs)──▶ ──assign_partitions(...)──▶ plan
 
 ``with_lag`` runs the lag rules of ``spark_lag_assign.core.lag`` in a pandas UDF;
 ``assign_partitions`` runs the pure assignors in ``applyInPandas``; ``plan_partitions`` is the
@@ -38,6 +38,7 @@ from pyspark.sql.types import (
 
 from spark_lag_assign.assignors import get_strategy, owners, validate_subscriptions
 from spark_lag_assign.core.lag import check_reset, lag_columns
+from spark_lag_assign.core.previous import previous_table
 from spark_lag_assign.core.subscriptions import distinct
 
 OFFSETS_SCHEMA = StructType(
@@ -152,23 +153,41 @@ def with_lag(reset: str = "latest") -> Transform:
     return transform
 
 
-def with_previous_owner(previous: DataFrame | None) -> Transform:
-    """lags -> lags + previous_owner (the owner in the previous plan, null where none). A
-    partition the previous plan lists twice keeps the smallest consumer id, as the pure
-    ``spark_lag_assign.assign`` reads it (Spark orders strings by UTF-8 bytes, which is the
-    same order for every id the assignors accept)."""
+def with_previous_owner(previous: DataFrame | pd.DataFrame | None, subscriptions: Mapping[str, Sequence[str]]) -> Transform:
+    """lags -> lags + previous_owner (the owner in the previous plan, null where none).
+
+    The owner is read by the one rule for a previous plan, ``core.previous`` (as
+    ``spark_lag_assign.assign`` and the job read it): a partition listed more than once is
+    kept by the smallest consumer id among the listings of consumers that still subscribe to
+    its topic; other listings, and partitions that are gone, are ignored. The previous plan
+    (a Spark or pandas DataFrame[consumer, topic, partition]; at most about one row per
+    partition) is collected and read on the driver here, once; the rows join its result.
+    """
+    table = previous_table(_collected(previous), subscriptions)
+    owners = table.rename(columns={"consumer": "previous_owner"})
 
     def transform(lags: DataFrame) -> DataFrame:
-        if previous is None:
+        if owners.empty:
             return lags.withColumn("previous_owner", F.lit(None).cast(StringType()))
-        owners = (
-            previous.select(F.col("topic"), F.col("partition").cast(IntegerType()), F.col("consumer"))
-            .groupBy("topic", "partition")
-            .agg(F.min("consumer").alias("previous_owner"))
-        )
-        return lags.join(owners, on=["topic", "partition"], how="left")
+        right = lags.sparkSession.createDataFrame(owners, schema=_PREVIOUS_OWNER_SCHEMA)
+        return lags.join(right, on=["topic", "partition"], how="left")
 
     return transform
+
+
+_PREVIOUS_OWNER_SCHEMA = StructType(
+    [
+        StructField("topic", StringType(), False),
+        StructField("partition", IntegerType(), False),
+        StructField("previous_owner", StringType(), False),
+    ]
+)
+
+
+def _collected(previous: DataFrame | pd.DataFrame | None) -> pd.DataFrame | None:
+    """A previous plan on the driver: a Spark DataFrame collected, anything else as it is
+    (``core.previous.check_previous`` refuses what is no plan)."""
+    return previous.toPandas() if isinstance(previous, DataFrame) else previous
 
 
 #: groups of the per-topic stage at most: enough to keep every core of a cluster busy, few
@@ -258,7 +277,7 @@ def _assign_stage(
 
     def transform(frame: DataFrame) -> DataFrame:
         if "previous_owner" not in frame.columns:
-            frame = with_previous_owner(None)(frame)
+            frame = frame.withColumn("previous_owner", F.lit(None).cast(StringType()))
         coded = "topic_code" in frame.columns and "topic" not in frame.columns
         if coded and codes is None:
             raise ValueError("rows that name topics by topic_code need the topics it indexes (topics=...)")

@@ -11,7 +11,7 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 import spark_lag_assign as sla
-from spark_lag_assign import sparkcompat
+from spark_lag_assign import assignors, sparkcompat
 from spark_lag_assign.core.lag import EARLIEST, LATEST
 from spark_lag_assign.spark import transforms as pipeline
 
@@ -131,7 +131,7 @@ def test_spark_plan_equals_the_pure_plan(spark, strategy: str) -> None:  # type:
     df = spark.createDataFrame(frame, schema="topic string, partition int, lag long, starting_offset long")
     prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
     got = (
-        df.transform(pipeline.with_previous_owner(prev_df))
+        df.transform(pipeline.with_previous_owner(prev_df, subs))
         .transform(pipeline.assign_partitions(subs, strategy, seed=3))
         .where("consumer is not null")
         .select("consumer", "topic", "partition", "lag")
@@ -176,12 +176,53 @@ def test_a_partition_listed_twice_in_the_previous_plan_is_the_smallest_ids_on_bo
     df = spark.createDataFrame(
         lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long"
     )
-    with_prev = df.transform(pipeline.with_previous_owner(spark.createDataFrame(twice, schema=pipeline.PREVIOUS_SCHEMA)))
+    with_prev = df.transform(pipeline.with_previous_owner(spark.createDataFrame(twice, schema=pipeline.PREVIOUS_SCHEMA), subs))
     owner = with_prev.where((F.col("topic") == str(first["topic"])) & (F.col("partition") == int(first["partition"])))
     assert [r["previous_owner"] for r in owner.collect()] == [min(others[0], str(first["consumer"]))]
     got = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=3)).where("consumer is not null")
     expected = spark.createDataFrame(want, schema="consumer string, topic string, partition int, lag long")
     assert_df_equality(got.select("consumer", "topic", "partition", "lag"), expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def _stale_previous(seed: int) -> tuple[pd.DataFrame, dict[str, list[str]], pd.DataFrame]:
+    """Rows, subscriptions and a stale previous plan: partitions listed several times, consumers
+    that left or no longer read the topic, partitions and topics that are gone, partition
+    numbers beyond int32 or missing."""
+    rng = np.random.default_rng(seed)
+    topics = ["t0", "t1", "t2", "t3"]
+    consumers = ["a", "b", "c", "d"]
+    subs = {c: sorted(str(t) for t in rng.choice(topics, int(rng.integers(1, 4)), replace=False)) for c in consumers}
+    rows = pd.DataFrame(
+        [(t, p, 1) for t in topics[:3] for p in range(int(rng.integers(2, 7)))], columns=["topic", "partition", "lag"]
+    )
+    n = 120
+    previous = pd.DataFrame(
+        {
+            "consumer": rng.choice([*consumers, "gone"], n),
+            "topic": rng.choice([*topics, "t9"], n),
+            "partition": rng.choice(np.r_[np.arange(9), -1, 2**31, 2**40], n).astype(object),
+        }
+    )
+    previous.loc[rng.choice(n, 3, replace=False), "partition"] = None
+    return rows.sample(frac=1.0, random_state=seed).reset_index(drop=True), subs, previous
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_with_previous_owner_reads_a_stale_previous_plan_as_the_pure_path(spark, seed: int) -> None:  # type: ignore[no-untyped-def]
+    # the rule of core.previous on both paths: the previous owners the pure front end hands a
+    # strategy are the ones the Spark transform joins to the rows (None for unread topics)
+    rows, subs, previous = _stale_previous(seed)
+    group = assignors.problem(rows, subs, "sticky", previous=previous)
+    codes = group.codes()
+    want = {(t, int(p)): None for t, p in zip(rows["topic"], rows["partition"])}
+    for t, p, c in zip(np.asarray(codes.index.topics)[codes.row_topic], group.partitions, codes.previous):
+        want[(t, int(p))] = None if c < 0 else codes.index.names[c]
+    assert any(want.values()) and not all(want.values())
+    prev_df = spark.createDataFrame(previous, schema="consumer string, topic string, partition long")
+    df = spark.createDataFrame(rows, schema="topic string, partition int, lag long")
+    got = df.transform(pipeline.with_previous_owner(prev_df, subs)).collect()
+    assert {(r["topic"], r["partition"]): r["previous_owner"] for r in got} == want
+    assert len(got) == len(rows)
 
 
 @pytest.mark.parametrize("strategy", [s for s, spec in sla.STRATEGIES.items() if spec.scope == "topic"])
@@ -200,7 +241,7 @@ def test_many_topics_share_a_bucket_and_still_get_the_pure_plan(spark, strategy:
     )
     prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
     got = (
-        df.transform(pipeline.with_previous_owner(prev_df))
+        df.transform(pipeline.with_previous_owner(prev_df, subs))
         .transform(pipeline.assign_partitions(subs, strategy, seed=2))
         .select("consumer", "topic", "partition", "lag")
     )
@@ -224,7 +265,7 @@ def test_coded_rows_decode_to_the_named_rows(spark, strategy: str) -> None:  # t
         lags.assign(starting_offset=7), schema="topic string, partition int, lag long, starting_offset long"
     )
     prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
-    with_prev = df.transform(pipeline.with_previous_owner(prev_df))
+    with_prev = df.transform(pipeline.with_previous_owner(prev_df, subs))
     named = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=1))
     coded = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=1, topics=topics))
     assert coded.schema == pipeline.PLAN_CODES_SCHEMA
@@ -253,7 +294,7 @@ def test_plan_partitions_is_with_lag_then_assign_partitions_in_one_stage(spark, 
         [("b", r[0], r[1]) for r in rows[::3] if r[0] in subs["b"]] + [("a", r[0], r[1]) for r in rows[1::4]],
         schema=pipeline.PREVIOUS_SCHEMA,
     )
-    with_prev = offsets.transform(pipeline.with_previous_owner(previous)).cache()
+    with_prev = offsets.transform(pipeline.with_previous_owner(previous, subs)).cache()
     two = with_prev.transform(pipeline.with_lag(reset)).transform(
         pipeline.assign_partitions(subs, strategy, seed=4, topics=topics)
     )
@@ -281,7 +322,7 @@ def test_rows_may_name_their_topics_by_code_into_the_topics_given(spark, strateg
     frame = lags.assign(starting_offset=5)
     df = spark.createDataFrame(frame, schema="topic string, partition int, lag long, starting_offset long")
     prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
-    named = df.transform(pipeline.with_previous_owner(prev_df))
+    named = df.transform(pipeline.with_previous_owner(prev_df, subs))
     codes = spark.createDataFrame(list(zip(topics, range(len(topics)))), schema="topic string, topic_code int")
     coded = named.join(codes, "topic").select("topic_code", "partition", "lag", "starting_offset", "previous_owner")
     assert "topic" not in coded.columns

@@ -19,8 +19,9 @@ from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign import assignors
-from spark_lag_assign.assignors import frontend, range as range_, roundrobin, sticky_rows
+from spark_lag_assign.assignors import range as range_, roundrobin, sticky_rows
 from spark_lag_assign.assignors.base import GroupProblem, TopicProblem
+from spark_lag_assign.core import previous as previous_plan
 from spark_lag_assign.core.quality import exact_sum, moved
 from spark_lag_assign.core.subscriptions import (
     SubscriptionIndex,
@@ -250,8 +251,8 @@ def test_the_previous_plan_is_matched_the_same_through_a_table_and_a_search(monk
         {"consumer": ["c1", "c0", "c1", "c0"], "topic": ["t0", "t0", "t1", "t9"], "partition": [0, 1_000_000, 5, 0]}
     )
     table = sla.assign(lags, subs, "sticky", previous=previous)
-    monkeypatch.setattr(frontend, "DENSE_PER_ROW", 0)
-    monkeypatch.setattr(frontend, "DENSE_FLOOR", 0)
+    monkeypatch.setattr(previous_plan, "DENSE_PER_ROW", 0)
+    monkeypatch.setattr(previous_plan, "DENSE_FLOOR", 0)
     searched = sla.assign(lags, subs, "sticky", previous=previous)
     pd.testing.assert_frame_equal(searched, table)
     assert moved(table, previous) == 0

@@ -26,6 +26,7 @@ PURE = [
     "spark_lag_assign.core.lag",
     "spark_lag_assign.core.limits",
     "spark_lag_assign.core.lists",
+    "spark_lag_assign.core.previous",
     "spark_lag_assign.core.quality",
     "spark_lag_assign.core.rates",
     "spark_lag_assign.core.subscriptions",
