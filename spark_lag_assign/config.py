@@ -54,10 +54,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from spark_lag_assign.assignors import DEFAULT_STRATEGY, STRATEGIES, get_strategy
+from spark_lag_assign.core.ids import check_consumer_ids
 from spark_lag_assign.core.lag import check_reset
 from spark_lag_assign.core.lists import comma_list
 from spark_lag_assign.errors import ConfigError, InputError, SparkLagAssignError
-from spark_lag_assign.plan.build import check_consumer_ids
 from spark_lag_assign.store import parse_uri
 
 ENV_PREFIX = "SPARK_LAG_ASSIGN_"
@@ -435,7 +435,8 @@ def subscriptions_from(consumers: str | Sequence[str] | None, subscriptions: Any
         return _subscriptions(subscriptions, "subscriptions")
     if consumers is None:
         raise ConfigError("no consumers: give consumers (a list) or subscriptions")
-    consumers = comma_list(consumers)
+    # text is a flag's comma list ("a, b"); a list's ids are checked as given, as assign() would
+    consumers = comma_list(consumers) if isinstance(consumers, str) else list(consumers)
     if not consumers:
         raise InputError("no consumers: give at least one consumer id")
     check_consumer_ids(list(consumers))

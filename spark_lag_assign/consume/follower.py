@@ -69,6 +69,7 @@ from spark_lag_assign.consume.reading import (
     stop_between_batches,
     stream_for,
 )
+from spark_lag_assign.core.ids import check_consumer_id
 from spark_lag_assign.errors import (
     CommitFencedError,
     CommitHeldError,
@@ -135,7 +136,7 @@ class PlanFollower:
         metrics_port: int | None = None,
         metrics_addr: str = "0.0.0.0",
     ) -> None:
-        plan_io.check_consumer_ids([consumer])
+        check_consumer_id(consumer)  # it names a claims topic, a transactional id and a directory
         self.spark = spark
         self.store, self._own_store = as_store(store, client_options)
         self.consumer = consumer

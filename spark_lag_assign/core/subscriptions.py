@@ -7,9 +7,9 @@ just one kind), so every per-consumer step runs once per kind instead. The subsc
 are validated once (``validate_subscriptions``) and indexed once (``SubscriptionIndex``);
 everything downstream works on the codes.
 
-Consumer ids are ordered by code point, which is the order of Kafka's Java assignors
-(``String.compareTo``, UTF-16 code units) for every id without characters beyond U+FFFF;
-``check_consumer_id`` refuses the others, so the two orders can never disagree.
+Consumer ids are checked by ``spark_lag_assign.core.ids`` (the rule publishing and the CLI
+use too) and ordered by code point; they are ASCII, so that is also the order of Kafka's Java
+assignors (``String.compareTo``, UTF-16 code units).
 """
 
 from __future__ import annotations
@@ -21,27 +21,8 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from spark_lag_assign.core.ids import check_consumer_id
 from spark_lag_assign.errors import InputError
-
-
-def check_consumer_id(consumer: object) -> str:
-    """``consumer`` if it is a usable consumer id, else one InputError line.
-
-    An id is a non-empty string without surrounding white space and without characters
-    beyond U+FFFF (or lone surrogates): Kafka's Java assignors sort ids by UTF-16 code
-    units, Python by code points, and the two orders differ only for such characters.
-    """
-    if not isinstance(consumer, str) or not consumer.strip() or consumer != consumer.strip():
-        raise InputError(f"invalid consumer id {consumer!r}")
-    if not consumer.isascii():
-        # Java sees a character beyond U+FFFF as a surrogate pair, below U+E000-U+FFFF
-        for ch in consumer:
-            if ch > "\uffff" or "\ud800" <= ch <= "\udfff":
-                raise InputError(
-                    f"invalid consumer id {consumer!r}: U+{ord(ch):04X} is beyond U+FFFF or a surrogate, and"
-                    " Kafka's Java assignors (UTF-16) would order such ids differently"
-                )
-    return consumer
 
 
 class Subscriptions(dict[str, list[str]]):

@@ -26,8 +26,9 @@ Steps of ``assign``:
 2. Lags of every partition of the subscribed topics: the snapshot's, 0 where it has none.
 3. Settle conflicting claims (newer generation wins) into the previous plan; cooperative:
    a promised partition counts as its promised member's.
-4. Run the strategy (cooperative, mid-move with an unchanged group: the remembered target);
-   check the invariants (``assign`` does); fall back if it raised.
+4. Run the strategy (cooperative, mid-move with an unchanged group: the remembered target)
+   on the members numbered in Kafka's order (``planner_ids``: member ids need not be
+   valid consumer ids); check the invariants (``assign`` does); fall back if it raised.
 5. Cooperative only: what another member still holds is left out of each member's share
    and promised to it instead.
 6. One log line: lag source, partitions, optimality, count spread, moves.
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -253,16 +254,25 @@ class GroupAssignor(AbstractPartitionAssignor):
             [(owner, t, p) for (t, p), owner in sorted(claims.target().items())], columns=["consumer", "topic", "partition"]
         )
         shape = (tuple(sorted(subs.items())), tuple(zip(partitions["topic"], partitions["partition"])))
+        # the planner sees conforming ids in the members' order, never their keys (which hold
+        # ':', and whatever a client id holds): every strategy depends on that order alone
+        ids = planner_ids(subs)
+        keys = {i: k for k, i in ids.items()}
+        planner_subs = {ids[k]: topics for k, topics in subs.items()}
         reused = False
         in_flight = self._in_flight(shape, claims) if self.cooperative and fallback is None else None
         if fallback is not None:
-            plan = plan_assign(lags, subs, "roundrobin") if subs else _empty_plan()
+            plan = _renamed(plan_assign(lags, planner_subs, "roundrobin"), keys) if subs else _empty_plan()
             source = "nowhere (fallback)"
         elif in_flight is not None:
             plan = in_flight
             source, reused = "the previous round's target (completing its moves)", True
         else:
-            plan = plan_assign(lags, subs, self.strategy, previous, self.seed, **self.options) if subs else _empty_plan()
+            plan = (
+                _renamed(plan_assign(lags, planner_subs, self.strategy, _renamed(previous, ids), self.seed, **self.options), keys)
+                if subs
+                else _empty_plan()
+            )
         held = dict(claims.holders)
         shares: dict[str, list[TopicPartitionKey]] = {m.key: [] for m in infos}
         promises: dict[str, list[TopicPartitionKey]] = {m.key: [] for m in infos}
@@ -354,6 +364,27 @@ class GroupAssignor(AbstractPartitionAssignor):
         # the generation of the promise is the member's to add: the broker numbers the round after assign()
         user_data = encode_user_data(promised, NO_GENERATION) if promised else b""
         return ConsumerProtocolAssignment(self.version, sorted((t, sorted(ps)) for t, ps in by_topic.items()), user_data)
+
+
+def planner_ids(keys: Iterable[str]) -> dict[str, str]:
+    """Member key -> the consumer id the planner sees: ``m0``, ``m1``, ... (zero-padded to one
+    width) in the keys' order as Kafka's Java assignors sort them (``String.compareTo``:
+    UTF-16 code units, which for ids beyond U+FFFF differs from Python's code points).
+
+    Member ids are ``<client_id>-<uuid>`` with whatever the client id holds (kafka-python's
+    default ``kafka-python-3.0.12`` has dots, a user's may have spaces), and keys add a
+    ``0:``/``1:`` prefix: few would pass ``spark_lag_assign.core.ids``. The strategies
+    depend on the order of consumer ids alone (codes, sorted lists, heaps, the seed mixed
+    with topic names only), so numbered ids in the same order give the same plan.
+    """
+    ordered = sorted(keys, key=lambda key: key.encode("utf-16-be", "surrogatepass"))
+    width = len(str(max(len(ordered) - 1, 0)))
+    return {key: f"m{i:0{width}d}" for i, key in enumerate(ordered)}
+
+
+def _renamed(plan: pd.DataFrame, names: Mapping[str, str]) -> pd.DataFrame:
+    """``plan`` with its consumer column renamed by ``names``."""
+    return plan.assign(consumer=plan["consumer"].map(names))
 
 
 def _partitions(cluster: Any, topics: Sequence[str]) -> pd.DataFrame:

@@ -9,7 +9,6 @@ checks the document, so the planner, the stores and the pipelines agree on one f
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,12 +18,12 @@ import numpy as np
 import pandas as pd
 from pydantic_core import PydanticSerializationError, to_json
 
+from spark_lag_assign.core.ids import check_consumer_ids  # re-exported: the publishing side's name for it
 from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.core.quality import exact_run_sums, exact_sum
 from spark_lag_assign.core.subscriptions import distinct, partition_keys
 from spark_lag_assign.errors import InputError, PlanError
 from spark_lag_assign.plan.document import (
-    CONSUMER_ID_PATTERN,
     FORMAT_VERSION,
     ConsumerPlan,
     Plan,
@@ -36,22 +35,7 @@ from spark_lag_assign.plan.document import (
 if TYPE_CHECKING:
     from spark_lag_assign.core.rates import Observation, Rates
 
-CONSUMER_ID = re.compile(CONSUMER_ID_PATTERN[1:-1])  # always fullmatch: "$" would let a trailing newline in
-
 PLAN_COLUMNS = ("consumer", "topic", "partition", "lag", "starting_offset")
-
-
-def check_consumer_ids(consumers: Sequence[str]) -> None:
-    """Consumer ids name files, so they must be plain; the same id twice is a mistake."""
-    seen: set[str] = set()
-    for c in consumers:
-        if not isinstance(c, str) or not CONSUMER_ID.fullmatch(c):
-            raise InputError(
-                f"invalid consumer id {c!r}: use letters, digits, '_' and '-' (at most 100, not starting with a symbol)"
-            )
-        if c in seen:
-            raise InputError(f"consumer id {c!r} is given twice")
-        seen.add(c)
 
 
 #: what a Kafka partition can hold: (column, lowest, one past the highest)

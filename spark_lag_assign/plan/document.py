@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
 
+from spark_lag_assign.core.ids import CONSUMER_ID_PATTERN, consumer_id_problem
 from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.core.subscriptions import factorize, partition_keys
 from spark_lag_assign.errors import InputError, PlanError
@@ -39,11 +40,6 @@ from spark_lag_assign.errors import InputError, PlanError
 FORMAT_VERSION: Final = 1
 SCHEMA_ID: Final = "https://github.com/spark-lag-assign/spark-lag-assign/conf/plan.schema.json"
 
-#: a consumer id names files, Kafka topics and transactional ids, where "." separates the parts
-#: (``NAME.claims.<consumer>``, ``spark-lag-assign.NAME.commit.<consumer>``): no id may hold one,
-#: so no prefix ACL of one consumer's resources covers another's; always matched whole ("$"
-#: would let a trailing newline in with ``re``)
-CONSUMER_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$"
 _PARTITION_KEY_PATTERN: Final = r"^(0|[1-9][0-9]{0,9})$"  # a partition number as an object key
 
 _STRICT = ConfigDict(strict=True, extra="allow")
@@ -62,6 +58,7 @@ Count = Annotated[int, Field(ge=0)]
 Lag = Annotated[int, Field(ge=0, description="messages; exact, unbounded (a total of int64 lags)")]
 Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Rate = Annotated[float, Field(ge=0, allow_inf_nan=False, description="records per second")]
+#: the one rule of ``spark_lag_assign.core.ids`` (a consumer id names topics, keys and files)
 ConsumerId = Annotated[str, Field(pattern=CONSUMER_ID_PATTERN)]
 Topic = Annotated[str, Field(min_length=1)]
 Assign = dict[Topic, list[Partition]]
@@ -216,6 +213,8 @@ def _problem(error: ValidationError) -> str:
     loc = tuple(p for p in first["loc"] if not (isinstance(p, str) and _BRANCH.match(p)))
     if loc == ("format",) and kind == "literal_error":
         return f"plan format {_shown(first['input'])} is not supported (expected {FORMAT_VERSION})"
+    if _names_a_consumer(loc) and (problem := consumer_id_problem(first["input"])):
+        return f"{_where(loc[:-2] if loc[-1] == '[key]' else loc)}: {problem}"  # the words every other check uses
     if loc and loc[-1] == "[key]":  # a bad object key: the key itself is the input
         return f"{_where(loc[:-2])} has an invalid key {_shown(first['input'])} ({_KEYS.get(str(loc[-3]) if len(loc) > 2 else '', 'a partition number')})"
     said = _SAID.get(kind) or first["msg"].replace("Input should be", "must be")
@@ -229,10 +228,16 @@ def _problem(error: ValidationError) -> str:
     return f"{_where(loc)} {said} (got {_shown(first['input'])})"
 
 
+def _names_a_consumer(loc: tuple[int | str, ...]) -> bool:
+    """Whether the value at ``loc`` is a consumer id: a key of ``consumers``, an item of ``pipelines`` or ``cannot_keep_up``."""
+    if len(loc) >= 3 and loc[-1] == "[key]":
+        return loc[-3] == "consumers"
+    return len(loc) >= 2 and isinstance(loc[-1], int) and loc[-2] in ("pipelines", "cannot_keep_up")
+
+
 _BRANCH = re.compile(r"^(literal\[|list\[|nullable\[|dict\[|constrained-|function-|json-or-python\[)|^(int|float|str|bool|none)$")
 _TOPIC_KEY = "topic names are not empty"
 _KEYS = {
-    "consumers": "consumer ids are letters, digits and . _ : @ = + -, not starting with a symbol",
     **dict.fromkeys(
         ("assign", "startingOffsets", "unassigned", "partition_drain_seconds", "end_offsets", "committed_offsets"), _TOPIC_KEY
     ),

@@ -57,8 +57,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from spark_lag_assign.errors import ConfigError, InputError
+from spark_lag_assign.core.ids import check_consumer_id
+from spark_lag_assign.errors import ConfigError
 from spark_lag_assign.store.base import (
+    FENCER,
     ClaimFencedError,
     ClaimRecord,
     Claims,
@@ -438,8 +440,8 @@ class DirectoryStore(Store):
         return 0, f"claims/{consumer}: the newest claim file kept vanishing while read"
 
     def claim_writer(self, consumer: str) -> ClaimWriter:
-        if not isinstance(consumer, str) or not consumer or consumer.startswith(".") or "/" in consumer or "\0" in consumer:
-            raise InputError(f"store {self.uri}: consumer id {consumer!r} cannot name a claim directory")
+        if consumer != FENCER:
+            check_consumer_id(consumer)  # it names a directory (and, in a Kafka store, a topic): one rule for both
         return _DirectoryClaimWriter(self, consumer)
 
     def claims(self) -> Claims:

@@ -10,8 +10,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from spark_lag_assign.core.ids import check_consumer_id
 from spark_lag_assign.extract.acls import Acl
-from spark_lag_assign.plan.build import Plan, check_consumer_ids
+from spark_lag_assign.plan.build import Plan
 from spark_lag_assign.plan.document import check_plan
 from spark_lag_assign.store.base import (
     FENCER,
@@ -133,7 +134,7 @@ class _KafkaClaimWriter(ClaimWriter):
 
     def __init__(self, store: KafkaStore, consumer: str) -> None:
         if consumer != FENCER:
-            check_consumer_ids([consumer])  # it names a topic, a key and a transactional id
+            check_consumer_id(consumer)  # it names a topic, a key and a transactional id
         self.store = store
         self.consumer = consumer
         self.topic = store.claims_topic(consumer)

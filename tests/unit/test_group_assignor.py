@@ -33,6 +33,7 @@ from spark_lag_assign.group import (
     decode_user_data,
     encode_user_data,
 )
+from spark_lag_assign.group.assignor import planner_ids
 from spark_lag_assign.group.simulate import Round, SimulatedGroup
 
 LOGGER = "spark_lag_assign.group.assignor"
@@ -84,7 +85,7 @@ def test_every_plan_is_the_pure_functions_plan(strategy: str, seed: int) -> None
     for step in range(3):
         if step == 2:
             group.join("late", cls(lags), list(sizes), instance_id="late")
-        keys = {n: f"0:{n}" for n in group.members}
+        keys = {n: n for n in group.members}  # conforming ids in the order of the keys (all "0:<name>")
         want = sla.assign(lag_table(sizes), {keys[n]: m.topics for n, m in group.members.items()}, strategy, previous)
         got = group.rebalance().assignment
         assert (
@@ -548,6 +549,80 @@ def test_static_members_come_first_for_range() -> None:
     group.join("stat", RangeAssignor(), ["t"], instance_id="zzz")
     got = group.rebalance().assignment
     assert got == {"stat": {("t", 0), ("t", 1)}, "dyn": {("t", 2)}}
+
+
+# -- member ids the consumer-id rule refuses: numbered in order, the plan unchanged -------------
+
+#: member ids (``<client_id>-<uuid>``) and instance ids clients really send, none a valid
+#: consumer id (spark_lag_assign.core.ids): dots, spaces, ':' in the keys, beyond U+FFFF, 300 long
+ODD_DYNAMIC = [
+    "kafka-python-3.0.12",  # kafka-python's default client id
+    "my app.1",
+    "consumer-orders.v2-1",  # a Java client's, group "orders.v2"
+    "节点 7",
+    "\U00010000-high",  # before U+E000 in Java's order (UTF-16), after it by code point
+    "\ue000-private",
+    "x" * 300,
+]
+ODD_STATIC = ["host a", "host.b"]
+LATE = "late joiner.9"  # joins later, between the others in Java's order
+
+
+def _java_rank(names: list[str]) -> dict[str, int]:
+    ordered = sorted(names, key=lambda n: n.encode("utf-16-be"))
+    return {n: i for i, n in enumerate(ordered)}
+
+
+def _twin_groups(cls: type, sizes: dict[str, list[int]]) -> tuple[SimulatedGroup, SimulatedGroup, dict[str, str]]:
+    """The same group twice: odd member and instance ids, and conforming ones in the same order
+    (Java's); joined in the same order. Returns both and odd name -> twin name."""
+    lags = StaticLags(lag_table(sizes))
+    odd, twin = SimulatedGroup({t: len(v) for t, v in sizes.items()}), SimulatedGroup({t: len(v) for t, v in sizes.items()})
+    dynamic, static = _java_rank([*ODD_DYNAMIC, LATE]), _java_rank(ODD_STATIC)
+    names = {LATE: f"d{dynamic[LATE]}"}
+    topics = list(sizes)
+    for i, name in enumerate(ODD_STATIC + ODD_DYNAMIC):
+        subscribed = topics if i % 3 else topics[:1]
+        if name in static:
+            names[name] = f"s{static[name]}"
+            odd.join(name, cls(lags), subscribed, instance_id=name)
+            twin.join(names[name], cls(lags), subscribed, instance_id=names[name])
+        else:
+            names[name] = f"d{dynamic[name]}"
+            odd.join(name, cls(lags), subscribed)
+            twin.join(names[name], cls(lags), subscribed)
+    return odd, twin, names
+
+
+@pytest.mark.parametrize("cooperative", [False, True], ids=["eager", "cooperative"])
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "lag", "shuffle", "sticky", "lag-sticky", "drain"])
+def test_member_ids_outside_the_consumer_id_rule_plan_as_conforming_ones_in_the_same_order(
+    strategy: str, cooperative: bool
+) -> None:
+    cls = assignor_class(strategy, cooperative=cooperative)
+    sizes = {"t0": [900, 10, 500, 40, 70, 300, 5, 0, 60], "t1": [100, 200, 300, 400, 50, 60, 70], "t2": [7, 8, 9]}
+    odd, twin, names = _twin_groups(cls, sizes)
+    lags = StaticLags(lag_table(sizes))
+    for step in range(3):
+        if step == 1:  # a member joins: sticky strategies start from what the members own
+            odd.join(LATE, cls(lags), list(sizes))
+            twin.join(names[LATE], cls(lags), list(sizes))
+        if step == 2:  # one leaves
+            odd.leave("my app.1")
+            twin.leave(names["my app.1"])
+        got, want = odd.settle(), twin.settle()
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert {names[n]: tps for n, tps in g.assignment.items()} == dict(w.assignment), (step, strategy)
+        leader = odd.members[next(iter(odd.members))].assignor
+        assert leader.last is not None and leader.last.fallback is None  # the strategy planned, not the fallback
+
+
+def test_planner_ids_follow_javas_order_and_keep_one_width() -> None:
+    ids = planner_ids(["1:\ue000", "1:\U00010000", "0:host a", *(f"1:m{i}" for i in range(9))])
+    assert ids["0:host a"] == "m00" and ids["1:\U00010000"] < ids["1:\ue000"]  # UTF-16: a surrogate pair first
+    assert len({len(v) for v in ids.values()}) == 1 and sorted(ids.values()) == [f"m{i:02d}" for i in range(12)]
+    assert planner_ids([]) == {} and planner_ids(["1:only"]) == {"1:only": "m0"}
 
 
 def test_a_member_subscribed_to_nothing_and_topics_without_metadata() -> None:

@@ -22,6 +22,7 @@ PURE = [
     # the core: rules and models over arrays
     "spark_lag_assign.core",
     "spark_lag_assign.core.draintime",
+    "spark_lag_assign.core.ids",
     "spark_lag_assign.core.invariants",
     "spark_lag_assign.core.lag",
     "spark_lag_assign.core.limits",

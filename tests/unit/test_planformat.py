@@ -184,7 +184,7 @@ BAD: dict[str, tuple[bytes, str]] = {
     "fields missing": (edited(lambda d: [d.pop(k) for k in ("strategy", "totals")]), "missing strategy, totals"),
     "bad consumer id": (
         edited(lambda d: d["consumers"].__setitem__("../x", d["consumers"].pop("idle"))),
-        'consumers has an invalid key "../x"',
+        "consumers: invalid consumer id '../x': starts with '.'",  # the words of every other check (core.ids)
     ),
     "offsets of other partitions": (
         edited(lambda d: d["consumers"]["C1"]["startingOffsets"].__setitem__("t0", {"1": 0, "5": 0})),

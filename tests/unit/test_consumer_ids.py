@@ -1,0 +1,196 @@
+"""One rule for consumer ids (``spark_lag_assign.core.ids``), wherever an id enters: ``assign``
+(``validate_subscriptions``), the plan document a publisher writes (``build_plan`` +
+``check_plan``), the CLI and config files (``config``), the stores' claim writers. Every
+entry point accepts an id or refuses it with the same line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, strategies as st
+
+from spark_lag_assign import config
+from spark_lag_assign.core.ids import CONSUMER_ID_PATTERN, consumer_id_problem
+from spark_lag_assign.core.subscriptions import validate_subscriptions
+from spark_lag_assign.errors import InputError
+from spark_lag_assign.plan.build import PLAN_COLUMNS, build_plan, check_consumer_ids
+from spark_lag_assign.plan.document import check_plan
+from spark_lag_assign.store import FENCER, open_store
+
+
+def _assign(c: str) -> None:
+    validate_subscriptions({c: ["t"]})
+
+
+def _publishing(c: str) -> None:
+    check_consumer_ids([c])
+
+
+def _plan_document(c: str) -> None:
+    rows = pd.DataFrame([(c, "t", 0, 5, -2)], columns=list(PLAN_COLUMNS))
+    check_plan(build_plan(rows, {c: ["t"]}, generation=1, strategy="range", reset="latest"), "plan.json")
+
+
+def _config_subscriptions(c: str) -> None:
+    config.settings(offsets="s.csv", output="out", subscriptions={c: ["t"]})
+
+
+def _consumers_list(c: str) -> None:
+    config.settings(offsets="s.csv", output="out", consumers=[c])  # a config file's list, or the API's
+
+
+def _consumers_flag(c: str) -> None:
+    config.settings(offsets="s.csv", output="out", consumers=c)
+
+
+def _parsed_apart(c: str) -> bool:
+    """The flag is a comma list: "a, b" is two ids and " a" is "a", parsed before any check."""
+    return "," in c or c != c.strip() or not c
+
+
+ENTRY_POINTS: dict[str, Callable[[str], None]] = {
+    "assign": _assign,
+    "publishing": _publishing,
+    "plan document": _plan_document,
+    "config subscriptions": _config_subscriptions,
+    "config consumers": _consumers_list,
+    "cli --consumers": _consumers_flag,
+}
+
+
+def refusals(c: str) -> dict[str, str | None]:
+    """Entry point -> None (accepted) or its one-line refusal."""
+    out: dict[str, str | None] = {}
+    for name, enter in ENTRY_POINTS.items():
+        if enter is _consumers_flag and _parsed_apart(c):
+            continue
+        try:
+            enter(c)
+        except InputError as exc:
+            out[name] = str(exc)
+        else:
+            out[name] = None
+    return out
+
+
+EXAMPLES = [
+    "c0",
+    "C",
+    "0",
+    "host01-5f0c1d2e-8b7a-4c3d-9e1f-0a2b3c4d5e6f",
+    "a" * 100,
+    "a" * 101,
+    "a" * 249,
+    "a" * 250,
+    "",
+    " ",
+    "a b",
+    " a",
+    "a ",
+    "a\n",
+    "\na",
+    "a\t",
+    "a.b",
+    ".a",
+    "-a",
+    "_a",
+    "_fencer",
+    "a_b-c",
+    "a/b",
+    "..",
+    "a:b",
+    "1:member",
+    "kafka-python-3.0.12-5f0c1d2e-8b7a-4c3d-9e1f-0a2b3c4d5e6f",
+    "my app.1-5f0c1d2e",
+    "hôte-1",
+    "节点-7",
+    "\uffff",
+    "\ue000",
+    "\U0001f600",
+    "host-\U00010000",
+    "\ud800",
+    "a\udfffb",
+    "a\x00b",
+    "\uff41",  # fullwidth a: a letter to str.isalnum, not to the rule
+    "\u0661",  # an Arabic-Indic digit
+]
+
+ids = st.one_of(
+    st.from_regex(CONSUMER_ID_PATTERN[1:-1], fullmatch=True),  # valid
+    st.text(st.characters(codec=None, categories=None), max_size=8),  # anything: surrogates, controls, white space
+    st.text(st.sampled_from("aZ09_-. \n:/é"), max_size=6),  # near the rule's edges
+    st.integers(95, 105).map(lambda n: "x" * n),
+    st.integers(245, 255).map(lambda n: "y" * n),
+    st.tuples(st.from_regex(CONSUMER_ID_PATTERN[1:-1], fullmatch=True), st.sampled_from(". \n\t/:@\u00e9\U0001f600")).map(
+        lambda p: p[0] + p[1]
+    ),
+)
+
+
+def check_alike(consumer: str) -> None:
+    got = refusals(consumer)
+    problem = consumer_id_problem(consumer)
+    assert set(ENTRY_POINTS) - set(got) <= {"cli --consumers"}
+    if problem is None:
+        assert all(msg is None for msg in got.values()), got
+    else:
+        for name, msg in got.items():
+            assert msg is not None, (name, "accepts", consumer, got)
+            assert msg.endswith(problem), (name, msg)  # a where-prefix at most ("--consumers: ")
+            assert "\n" not in msg, (name, msg)
+
+
+@given(ids)
+def test_every_entry_point_accepts_or_refuses_an_id_alike_and_says_the_same(consumer: str) -> None:
+    check_alike(consumer)
+
+
+@pytest.mark.parametrize("consumer", EXAMPLES)
+def test_the_examples_agree_too(consumer: str) -> None:
+    check_alike(consumer)
+
+
+@pytest.mark.parametrize(
+    ("consumer", "what"),
+    [
+        ("", "''"),
+        ("a" * 101, "101 characters long"),
+        ("a" * 250, "250 characters long"),
+        ("-a", "starts with '-'"),
+        (".a", "starts with '.'"),
+        ("_fencer", "starts with '_'"),
+        ("a.b", "holds '.' (U+002E)"),
+        ("my app.1-5f0c", "holds ' ' (U+0020)"),
+        ("a\n", "holds '\\n' (U+000A)"),
+        ("a\ud800", "holds '\\ud800' (U+D800)"),
+        ("host-\U0001f600", "(U+1F600)"),
+    ],
+)
+def test_a_bad_id_gets_one_line_naming_it_and_what_is_wrong(consumer: str, what: str) -> None:
+    problem = consumer_id_problem(consumer)
+    assert problem is not None and problem.startswith("invalid consumer id ") and what in problem
+    assert "\n" not in problem and "at most 100 characters" in problem
+
+
+def test_valid_ids_reach_a_plan_and_back() -> None:
+    for consumer in ["c0", "a" * 100, "Z-_9"]:
+        assert refusals(consumer) == dict.fromkeys(ENTRY_POINTS)
+    assert refusals(" c0")["config consumers"] is not None  # only the flag's text is split and stripped
+
+
+def test_the_directory_store_refuses_with_the_same_line(tmp_path: Path) -> None:
+    store = open_store(str(tmp_path))
+    try:
+        for consumer in ["a.b", "", "../x", "-a", "a b"]:
+            with pytest.raises(InputError) as err:
+                store.claim_writer(consumer)
+            assert str(err.value) == consumer_id_problem(consumer)
+    finally:
+        store.close()
+
+
+def test_the_fencer_is_no_consumer() -> None:
+    assert consumer_id_problem(FENCER) is not None  # its claims can never be a consumer's
