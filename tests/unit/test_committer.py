@@ -11,6 +11,7 @@ import pytest
 
 from spark_lag_assign.consume.committer import ProgressCommitter
 from spark_lag_assign.errors import CommitFencedError, CommitHeldError, CommitNotAuthorizedError, KafkaCommitError
+from spark_lag_assign.extract.acls import Acl
 
 TP = tuple[str, int]
 
@@ -171,6 +172,11 @@ class Broker:
         self.log: list[dict[TP, int]] = []
         self.notes: list[str] = []  # each commit's metadata
         self.records: list[tuple[str, bytes | None]] = []
+        self.made: list[tuple[Any, ...]] = []  # the arguments each producer was made with
+        self.waits: list[tuple[str, float | None]] = []  # each bounded call and record wait
+        self.groups: list[str] = []  # the group of each offsets commit
+        self.epochs: list[int] = []  # the leader epoch sent with each offset
+        self.refuse_records = False  # the sink topic's WRITE is not granted
         self.fail_next = 0  # the next commits fail as a broker outage makes them fail
 
     def fence(self) -> None:
@@ -197,8 +203,9 @@ class FakeProducer:
         self.sent: list[tuple[str, bytes | None]] = []
         self.note: set[str] = set()
 
-    def send(self, topic: str, key: bytes | None = None, value: bytes | None = None) -> None:
+    def send(self, topic: str, key: bytes | None = None, value: bytes | None = None) -> Future:
         self.sent.append((topic, value))
+        return Future(self.broker)
 
     def send_offsets_to_transaction(self, offsets: Mapping[object, object], group: str) -> None:
         self.pending = {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}  # type: ignore[attr-defined]
@@ -221,12 +228,39 @@ class FakeProducer:
         pass
 
 
-def fenced_commit(monkeypatch: pytest.MonkeyPatch, broker: Broker) -> Any:
+class Future:
+    """A sent record's future: how long the committer waits for it."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def get(self, timeout: float | None = None) -> None:
+        self.broker.waits.append(("record", timeout))
+        if self.broker.refuse_records:
+            from kafka.errors import TopicAuthorizationFailedError
+
+            raise TopicAuthorizationFailedError("sink")
+
+
+def fenced_commit(monkeypatch: pytest.MonkeyPatch, broker: Broker, **options: Any) -> Any:
+    """A ``FencedGroupCommit`` of consumer A to group g under id "id", whose producers are
+    ``FakeProducer``s; the broker notes how each was made and how long each call may wait."""
     from spark_lag_assign.consume import kafka_commit
 
-    monkeypatch.setattr(kafka_commit, "_producer", lambda *args: FakeProducer(broker))
-    monkeypatch.setattr(kafka_commit, "_bounded", lambda producer, step, timeout, *args: getattr(producer, step)(*args))
-    return kafka_commit.FencedGroupCommit("k:9092", "g", "id", "A")
+    def producer(*args: Any) -> FakeProducer:
+        broker.made.append(args)
+        return FakeProducer(broker)
+
+    def bounded(producer: FakeProducer, step: str, timeout: int, *args: Any) -> None:
+        broker.waits.append((step, timeout))
+        if step == "send_offsets_to_transaction":
+            broker.groups.append(args[1])
+            broker.epochs.extend(meta.leader_epoch for meta in args[0].values())
+        getattr(producer, step)(*args)
+
+    monkeypatch.setattr(kafka_commit, "_producer", producer)
+    monkeypatch.setattr(kafka_commit, "_bounded", bounded)
+    return kafka_commit.FencedGroupCommit("k:9092", "g", "id", "A", **options)
 
 
 def test_a_fenced_group_commit_only_moves_forward_within_a_query(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -382,3 +416,52 @@ def test_the_gate_sends_only_offsets_past_the_furthest_committed() -> None:
     gate.sent({("t", 0): 3})  # a success reported late: the bar stays at 5
     assert gate.decide({("t", 0): 4}) == ("skip", {})
     assert gate.decide({("t", 0): 4}, records=True) == ("send", {})
+
+
+def test_the_committer_opens_its_producer_and_bounds_every_wait_as_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The producer is made for the configured servers, id, client options and timeout; the
+    commit goes to the configured group with no leader epoch (-1: kafka-python's "unknown"),
+    and no step waits longer than the timeout (kafka-python's own waits have no bound)."""
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    commit.open()
+    assert broker.made == [("k:9092", "id", {}, 15000)]  # the default timeout
+    commit.allow(new_query=True)
+    commit.write({("t", 0): 3}, 1, "sink", [(None, b"r")])
+    assert broker.groups == ["g"] and broker.epochs == [-1]
+    assert broker.waits == [("record", 15.0), ("send_offsets_to_transaction", 15000), ("commit_transaction", 15000)]
+    broker = Broker()
+    tuned = fenced_commit(monkeypatch, broker, client_options={"security_protocol": "SASL_PLAINTEXT"}, timeout_ms=2000)
+    tuned.open()
+    assert broker.made == [("k:9092", "id", {"security_protocol": "SASL_PLAINTEXT"}, 2000)]
+    tuned.allow(new_query=True)
+    tuned.write({("t", 0): 3}, 1, "sink", [(None, b"r")])
+    assert broker.waits == [("record", 2.0), ("send_offsets_to_transaction", 2000), ("commit_transaction", 2000)]
+
+
+def test_a_failed_commit_says_what_failed_and_a_refusal_names_the_acl_to_grant(monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    commit.open()
+    commit.allow(new_query=True)
+    broker.fail_next = 1
+    with pytest.raises(KafkaCommitError, match=r"^committing offsets for group g failed: KafkaConnectionError: broker away$"):
+        commit({("t", 0): 1}, 1)
+    commit.open()
+    commit.allow(new_query=True)
+    broker.refuse_records = True
+    with pytest.raises(CommitNotAuthorizedError, match=r"grant WRITE on Topic:sink \(literal\) to this principal") as refused:
+        commit.write({("t", 0): 1}, 1, "sink", [(None, b"r")])
+    assert refused.value.acls == (Acl("WRITE", "Topic", "sink"),)
+    commit.open()
+    commit.allow(new_query=True)
+    from kafka.errors import GroupAuthorizationFailedError
+
+    def refused_group(*args: Any) -> None:
+        raise GroupAuthorizationFailedError("g")
+
+    monkeypatch.setattr(FakeProducer, "commit_transaction", refused_group)
+    with pytest.raises(CommitNotAuthorizedError) as denied:  # the offsets alone: no topic to write
+        commit({("t", 0): 1}, 1)
+    assert denied.value.acls == (Acl("READ", "Group", "g"),)
+    assert str(denied.value).startswith("committing offsets for group g failed: not authorized: grant READ on Group:g")
