@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spark_lag_assign import jvm
+from spark_lag_assign.spark import tuning
 
 if TYPE_CHECKING:  # the annotation only: importing this module starts nothing
     from pyspark.sql import SparkSession
@@ -21,10 +22,8 @@ def local_conf(
 ) -> dict[str, str]:
     """Spark settings for local mode: small, quiet, UTC, and the Kafka source's jars when asked.
 
-    ``c1_only``: the driver JVM (in local mode the executor too) compiles with C1 alone, for a
-    run of seconds, where C2's slower warm-up does not pay back: the planner's console script.
-    In paired runs at a million partitions the planner took 2-2.5 s less (of 18-19 s) with it,
-    the bare floor script 0.5 s less (of 11 s). Sessions that stream for minutes keep C2."""
+    ``c1_only``: the JVM options of ``tuning.C1_ONLY_JVM_OPTIONS`` (the planner's console
+    script: a run of seconds; the figure is there)."""
     conf = {
         "spark.master": master,
         # loopback only: nothing here needs the network, and no warning about the host name
@@ -41,7 +40,7 @@ def local_conf(
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
     }
     log4j = [f"-Dlog4j2.configurationFile=file:{LOG4J_CONF}"] if LOG4J_CONF.exists() else []
-    driver = ["-XX:TieredStopAtLevel=1", *log4j] if c1_only else log4j
+    driver = [*tuning.C1_ONLY_JVM_OPTIONS, *log4j] if c1_only else log4j
     if driver:
         conf["spark.driver.extraJavaOptions"] = " ".join(driver)
     if log4j:

@@ -110,6 +110,7 @@ SPARK_EDGE = [
     "spark_lag_assign.jvm",
     "spark_lag_assign.spark.transforms",
     "spark_lag_assign.spark.session",
+    "spark_lag_assign.spark.tuning",
     "spark_lag_assign.store.hadoop",
     "spark_lag_assign.testing.localkafka",
     "spark_lag_assign.testing.jvmfetch",
