@@ -17,6 +17,7 @@ import spark_lag_assign as sla
 PURE = [
     "spark_lag_assign",
     "spark_lag_assign.config",
+    "spark_lag_assign.config.layers",
     "spark_lag_assign.errors",
     "spark_lag_assign.metrics",
     # the core: rules and models over arrays
