@@ -18,6 +18,7 @@ PURE = [
     "spark_lag_assign",
     "spark_lag_assign.config",
     "spark_lag_assign.config.layers",
+    "spark_lag_assign.cli.parser",
     "spark_lag_assign.errors",
     "spark_lag_assign.metrics",
     # the core: rules and models over arrays
