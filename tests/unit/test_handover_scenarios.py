@@ -551,6 +551,46 @@ def test_a_final_commit_that_kept_failing_ends_the_run_without_releasing() -> No
     assert core.written is not None and core.written.state == "reading"  # no release was decided
 
 
+def test_a_consumer_the_plan_leaves_idle_claims_so_and_waits_or_ends() -> None:
+    """Its claim says "idle"; it waits a renewal, or a predecessor's lease if that one still
+    held partitions, or ends at once when it only reads until drained."""
+    core = Handover("A", "A1", lease=10, margin=1)
+    core.saw_plan(1, frozenset())
+    assert core.next(0.0) == Write(1, frozenset(), "idle")
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset(), 10.0, "idle")
+    core.wrote(claim, sent_at=0.0)
+    core.saw_claims({"A": claim}, read_at=0.0)
+    assert core.next(0.5) == Wait(0.5 + core.renew_every, "idle")
+    drained = Handover("A", "A1", lease=10, margin=1, until_drained=True)
+    drained.saw_plan(1, frozenset())
+    drained.wrote(claim, sent_at=0.0)
+    drained.saw_claims({"A": claim}, read_at=0.0)
+    assert drained.next(0.5) == Exit("idle")
+    restarted = Handover("A", "A2", lease=10, margin=1)
+    restarted.took_over(ClaimRecord("A", "A1", 4, 1, frozenset({P}), 10.0, "reading"), 2.0)
+    restarted.saw_plan(1, frozenset())
+    assert restarted.next(2.0) == Write(1, frozenset({P}), "idle")  # it holds what its predecessor read
+    mine = ClaimRecord("A", "A2", 5, 1, frozenset({P}), 10.0, "idle")
+    restarted.wrote(mine, sent_at=2.0)
+    restarted.saw_claims({"A": mine}, read_at=2.0)
+    assert restarted.next(2.5) == Wait(12.0, "idle; the predecessor's lease runs")
+
+
+def test_a_reader_catches_up_only_with_a_newer_claim_on_its_own_partitions() -> None:
+    """Another consumer's claim under a newer generation on what we read means a plan we have
+    not seen: read it. One on other partitions, or a claim that cannot be read, does not."""
+    core = reading_core()
+    mine = core.written
+    assert mine is not None
+    other = ClaimRecord("B", "B1", 2, 2, frozenset({("t", 1)}), 10.0, "waiting")
+    core.saw_claims({"A": mine, "B": other, "C": "claims/C/000001.json: not JSON"}, read_at=1.0)
+    assert isinstance(core.next(1.0), Wait)
+    ours = ClaimRecord("B", "B1", 3, 2, frozenset({P}), 10.0, "waiting")
+    core.saw_claims({"A": mine, "B": ours, "C": "claims/C/000001.json: not JSON"}, read_at=1.1)
+    action = core.next(1.1)
+    assert isinstance(action, ReadPlan) and action.newer_than == 1
+
+
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
     core = reading_core()
     assert core.lease_valid(8.99) and not core.lease_valid(9.0)
