@@ -106,6 +106,7 @@ PURE = [
 #: client, and the test harness that runs real services.
 SPARK_EDGE = [
     "spark_lag_assign.__main__",
+    "spark_lag_assign.cli.__main__",
     "spark_lag_assign.cli",
     "spark_lag_assign.spark",
     "spark_lag_assign.spark.job",
