@@ -177,6 +177,7 @@ class Broker:
         self.groups: list[str] = []  # the group of each offsets commit
         self.epochs: list[int] = []  # the leader epoch sent with each offset
         self.refuse_records = False  # the sink topic's WRITE is not granted
+        self.closes: list[float | None] = []  # each producer close's timeout
         self.fail_next = 0  # the next commits fail as a broker outage makes them fail
 
     def fence(self) -> None:
@@ -204,7 +205,7 @@ class FakeProducer:
         self.note: set[str] = set()
 
     def send(self, topic: str, key: bytes | None = None, value: bytes | None = None) -> Future:
-        self.sent.append((topic, value))
+        self.sent.append((topic, value) if key is None else (topic, key + b"=" + (value or b"")))
         return Future(self.broker)
 
     def send_offsets_to_transaction(self, offsets: Mapping[object, object], group: str) -> None:
@@ -225,7 +226,7 @@ class FakeProducer:
         self.broker.records.extend(self.sent)
 
     def close(self, timeout: float | None = None) -> None:
-        pass
+        self.broker.closes.append(timeout)
 
 
 class Future:
@@ -379,9 +380,14 @@ def test_each_commit_names_its_consumer_and_generation_and_a_sinks_records_go_wi
     assert broker.notes == ["spark-lag-assign consumer=A generation=3"]
     commit.write({("t", 0): 12}, 3, "sink", [(None, b"again")])  # a batch redone: its offsets are not new
     assert broker.records == [("sink", b"again")] and broker.group == {("t", 0): 12}
-    with pytest.raises(KafkaCommitError, match="records need a topic"):
+    with pytest.raises(KafkaCommitError) as failed:
         commit.write({("t", 0): 13}, 3, None, [(None, b"lost")])
+    assert str(failed.value) == "committing offsets for group g failed: AssertionError: records need a topic"
     assert broker.group == {("t", 0): 12}
+    commit.open()
+    commit.allow(new_query=True)
+    commit.write({("t", 0): 14}, 3, "sink", [(b"k", b"v")])  # a record's key goes with it
+    assert broker.records[-1] == ("sink", b"k=v")
 
 
 def test_refused_and_held_commits_say_whose_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -465,3 +471,30 @@ def test_a_failed_commit_says_what_failed_and_a_refusal_names_the_acl_to_grant(m
         commit({("t", 0): 1}, 1)
     assert denied.value.acls == (Acl("READ", "Group", "g"),)
     assert str(denied.value).startswith("committing offsets for group g failed: not authorized: grant READ on Group:g")
+
+
+def test_a_producer_that_cannot_be_opened_says_why_and_is_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka.errors import KafkaConnectionError, TransactionalIdAuthorizationFailedError
+
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    from spark_lag_assign.consume import kafka_commit
+
+    def unreachable(*args: Any) -> FakeProducer:
+        raise KafkaConnectionError("no broker")
+
+    monkeypatch.setattr(kafka_commit, "_producer", unreachable)
+    with pytest.raises(KafkaCommitError) as failed:
+        commit.open()
+    assert str(failed.value) == "opening the committer id failed: KafkaConnectionError: no broker"
+    commit = fenced_commit(monkeypatch, broker)
+
+    def refused(self: FakeProducer) -> None:
+        raise TransactionalIdAuthorizationFailedError("id")
+
+    monkeypatch.setattr(FakeProducer, "init_transactions", refused)
+    with pytest.raises(CommitNotAuthorizedError) as denied:
+        commit.open()
+    assert denied.value.acls == (Acl("WRITE", "TransactionalId", "id"),)
+    assert str(denied.value).startswith("opening the committer id failed: not authorized: grant WRITE on TransactionalId:id")
+    assert broker.closes == [5] and commit.lost  # the half-opened producer is closed, and none is kept

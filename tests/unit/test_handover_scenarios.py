@@ -591,6 +591,55 @@ def test_a_reader_catches_up_only_with_a_newer_claim_on_its_own_partitions() -> 
     assert isinstance(action, ReadPlan) and action.newer_than == 1
 
 
+def test_a_reopen_for_a_final_commit_still_heeds_a_fence_of_the_claim_it_read_under() -> None:
+    """A final commit waits for a new producer; the claim was renewed meanwhile. A successor's
+    note against the claim the query read under still drops the commit: the new producer's
+    epoch must not carry what was read under a fenced claim."""
+    core = Handover("A", "A1", lease=10, margin=1)
+    core.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "reading")
+    core.wrote(claim, sent_at=0.0)
+    core.commits_opened(("A1", 1), 0.0)
+    core.saw_claims({"A": claim}, read_at=0.0)
+    core.started(1, frozenset({P}))
+    core.saw_plan(2, frozenset())
+    assert core.next(1.0) == Stop(True, "generation 2 moves partitions")
+    core.stopped("held")
+    assert core.next(1.5) == OpenCommits(("A1", 1))
+    renewed = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "stopping")
+    core.wrote(renewed, sent_at=1.6)
+    core.commits_opened(("A1", 2), 1.7)
+    fence = ClaimRecord("B", "B1", 5, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 1)})
+    core.saw_claims({"A": renewed, "B": fence}, read_at=1.8)
+    action = core.next(1.9)
+    assert isinstance(action, Stop) and not action.commit and "dropped" in action.reason
+
+
+def test_a_reader_renews_its_claim_as_reading_when_due_and_keeps_reading_a_new_generation_that_moves_nothing() -> None:
+    core = Handover("A", "A1", lease=10, margin=1)
+    core.saw_plan(1, frozenset({P}))
+    waiting = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "waiting")
+    core.wrote(waiting, sent_at=0.0)
+    core.commits_opened(("A1", 1), 0.0)
+    core.saw_claims({"A": waiting}, read_at=0.0)
+    core.started(1, frozenset({P}))
+    assert core.next(0.1) == Write(1, frozenset({P}), "reading")  # others see it reads now
+    reading = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading")
+    core.wrote(reading, sent_at=0.2)
+    core.saw_claims({"A": reading}, read_at=0.2)
+    renew_at = 0.2 + core.renew_every
+    assert core.next(0.3) == Wait(min(renew_at, core.deadline()), "reading")
+    assert core.next(renew_at) == Write(1, frozenset({P}), "reading")  # due exactly then
+    same = ClaimRecord("B", "B1", 4, 1, frozenset({P}), 10.0, "released")  # an older holder's last word
+    core.saw_claims({"A": reading, "B": same}, read_at=0.4)
+    assert isinstance(core.next(0.5), Wait)  # not a newer plan: nothing to catch up with
+    newer = ClaimRecord("B", "B1", 5, 2, frozenset({P}), 10.0, "waiting")
+    core.saw_claims({"A": reading, "B": newer}, read_at=0.6)
+    assert core.next(0.7) == ReadPlan(1, renew_at)
+    core.saw_plan(2, frozenset({P}))  # the new plan leaves P with A: no stop, a new claim
+    assert core.next(0.8) == Write(2, frozenset({P}), "reading")
+
+
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
     core = reading_core()
     assert core.lease_valid(8.99) and not core.lease_valid(9.0)
