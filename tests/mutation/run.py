@@ -14,7 +14,11 @@ Everything runs in a copy of the checkout (``out/mutation/work``), never in it. 
 goes to ``out/mutation/report.md``; the exit status is 1 if a mutant that is not argued
 equivalent survived, or a hand-written defect was not caught.
 
-    python -m tests.mutation.run [--max-children N] [--defects-only] [--keep]
+    python -m tests.mutation.run [--max-children N] [--defects-only] [--keep] [--report-only]
+
+``--report-only`` writes the report from the results mutmut keeps in the work copy (a run
+stopped part-way, or one continued with ``mutmut run`` there), without running anything;
+mutants not run yet are counted as such.
 """
 
 from __future__ import annotations
@@ -54,6 +58,11 @@ def run_mutmut(work: Path, max_children: int, log: Path) -> dict[str, str]:
     """mutant name -> status (killed, survived, timeout, no tests, ...)."""
     with log.open("w") as out:
         subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)], cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False)
+    return mutmut_results(work, log)
+
+
+def mutmut_results(work: Path, log: Path) -> dict[str, str]:
+    """What mutmut keeps in ``work``: mutant name -> status ("not checked" for one not run yet)."""
     listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True, check=True)
     found: dict[str, str] = {}
     for line in listing.stdout.splitlines():
@@ -112,7 +121,8 @@ def report(statuses: dict[str, str], defects: list[tuple[str, bool, float]], wor
         lines += [
             f"mutmut: {len(statuses)} mutants; killed {counts['killed']}, timed out {counts['timeout']}, "
             f"survived {len(survived)} ({len(equivalent)} argued equivalent in tests/mutation/equivalent.md, "
-            f"{len(unargued)} not), no tests {counts['no tests']}, other {len(statuses) - sum(counts[k] for k in ('killed', 'timeout', 'survived', 'no tests'))}",
+            f"{len(unargued)} not), no tests {counts['no tests']}, not run yet {counts['not checked']}, "
+            f"other {len(statuses) - sum(counts[k] for k in ('killed', 'timeout', 'survived', 'no tests', 'not checked'))}",
             f"score: {caught} / {judged} non-equivalent mutants caught = {caught / judged:.1%}" if judged else "score: nothing to judge",
             "",
         ]
@@ -138,8 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=2)
     parser.add_argument("--defects-only", action="store_true", help="only the hand-written defects")
     parser.add_argument("--keep", action="store_true", help="reuse the work copy and mutmut's earlier results")
+    parser.add_argument("--report-only", action="store_true", help="only the report, from the work copy's results")
     args = parser.parse_args(argv)
     work = args.workdir / "work"
+    if args.report_only:
+        statuses = mutmut_results(work, args.workdir / "mutmut.log")
+        ok = report(statuses, [], work, args.workdir / "report.md")
+        print(f"report: {args.workdir / 'report.md'}")
+        return 0 if ok else 1
     if not (args.keep and work.exists()):
         copy_checkout(work)
     statuses: dict[str, str] = {}
