@@ -4,6 +4,7 @@ and a refused commit stops the committing at once (pure: a fake commit function,
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -134,13 +135,17 @@ class FakeTime:
         self.now += seconds
 
 
-def test_the_final_commit_retries_until_its_timeout() -> None:
+def test_the_final_commit_retries_until_its_timeout(caplog: pytest.LogCaptureFixture) -> None:
     group, fake = Group(), FakeTime()
     c = ProgressCommitter(group, lambda: 7, clock=fake.clock, sleep=fake.sleep)
     c.track("q", [("t", 0)])
     group.fail = 1000
-    with pytest.raises(KafkaCommitError, match="did not succeed within 3s"):
+    with (
+        caplog.at_level(logging.DEBUG, logger="spark_lag_assign"),
+        pytest.raises(KafkaCommitError, match="did not succeed within 3s"),
+    ):
         c.finish("q", [end(p0=4)], timeout=3.0, pause=1.0)
+    assert "the final commit of query q: " in caplog.text  # each retry says what it retries
     # attempts at 0, 1, 2 and 3 s: the last one at the deadline, then it gives up
     assert fake.pauses == [1.0, 1.0, 1.0] and len(group.calls) == 4
     assert c.tracked("q")  # still pending
@@ -498,3 +503,25 @@ def test_a_producer_that_cannot_be_opened_says_why_and_is_closed(monkeypatch: py
     assert denied.value.acls == (Acl("WRITE", "TransactionalId", "id"),)
     assert str(denied.value).startswith("opening the committer id failed: not authorized: grant WRITE on TransactionalId:id")
     assert broker.closes == [5] and commit.lost  # the half-opened producer is closed, and none is kept
+
+
+def test_a_final_commit_refused_names_its_query_and_one_that_was_untracked_meanwhile_still_returns() -> None:
+    group, refused = Group(), []
+    c = committer(group, refused)
+    c.track("q", [("t", 0)])
+    group.refuse = True
+    with pytest.raises(CommitFencedError):
+        c.finish("q", [end(p0=8)], timeout=1.0)
+    assert refused == ["q"]  # the query that was refused, by its id
+    with pytest.raises(CommitFencedError, match=r"^commits of query q were refused"):
+        c.finish("q", [end(p0=9)], timeout=1.0)
+    calls: list[int] = []
+
+    def untracking(offsets: Mapping[TP, int], generation: int) -> None:
+        calls.append(generation)
+        other.untrack("r")  # the query is forgotten while its final commit runs (a stop racing it)
+
+    other = ProgressCommitter(untracking, lambda: 3)
+    other.track("r", [("t", 0)])
+    assert other.finish("r", [end(p0=4)], timeout=1.0) == {("t", 0): 4}
+    assert calls == [3] and not other.tracked("r")
