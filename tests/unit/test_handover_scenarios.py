@@ -640,6 +640,27 @@ def test_a_reader_renews_its_claim_as_reading_when_due_and_keeps_reading_a_new_g
     assert core.next(0.8) == Write(2, frozenset({P}), "reading")
 
 
+def test_a_waiting_claim_is_renewed_when_due_and_claimed_anew_once_a_fence_names_it() -> None:
+    core = Handover("A", "A1", lease=10, margin=1)
+    core.saw_plan(1, frozenset({P}))
+    assert core.next(0.0) == Write(1, frozenset({P}), "waiting")
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "waiting")
+    core.wrote(claim, sent_at=0.0)
+    holder = ClaimRecord("B", "B1", 3, 1, frozenset({P}), 10.0, "reading")
+    core.saw_claims({"A": claim, "B": holder}, read_at=0.1)
+    assert isinstance(core.next(0.2), Wait)  # B's lease runs
+    due = core.deadline() - core.renew_every
+    assert core.next(due) == Write(1, frozenset({P}), "waiting")  # renewed exactly when due
+    fenced = Handover("A", "A1", lease=10, margin=1)
+    fenced.saw_plan(1, frozenset({P}))
+    fenced.wrote(claim, sent_at=0.0)
+    note = ClaimRecord("F", "F1", 3, 0, frozenset(), 3600.0, "fencing A", {"A": ("A1", 1)})
+    fenced.saw_claims({"A": claim, "F": note}, read_at=0.1)
+    assert fenced.next(0.2) == Write(1, frozenset({P}), "waiting")  # its claim was fenced: claim anew
+    fenced.write_failed(fenced=False, now=0.3)
+    assert fenced.next(0.4) == Wait(fenced.retry_at, "retrying a failed claim write")
+
+
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
     core = reading_core()
     assert core.lease_valid(8.99) and not core.lease_valid(9.0)
