@@ -152,6 +152,12 @@ def test_the_final_commit_retries_until_its_timeout(caplog: pytest.LogCaptureFix
     group.fail = 0
     assert c.finish("q", [], timeout=1.0) == {("t", 0): 4}
     assert not c.tracked("q")
+    quick = FakeTime()
+    d = ProgressCommitter(group, lambda: 7, clock=quick.clock, sleep=quick.sleep)
+    d.track("q", [("t", 0)])
+    group.fail = 2
+    assert d.finish("q", [end(p0=6)], timeout=3.0) == {("t", 0): 6}
+    assert quick.pauses == [0.5, 0.5]  # by default a final commit is retried every half second
 
 
 def test_a_commit_refused_for_want_of_an_acl_is_never_retried_as_if_transient() -> None:
