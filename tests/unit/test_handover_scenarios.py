@@ -7,10 +7,15 @@ through the handover, a renewal sent after the lease ran out, a final commit tha
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from spark_lag_assign.consume.protocol import (
     AllowCommits,
     Blocker,
     Exit,
+    Fence,
     FinishCommit,
     Handover,
     OpenCommits,
@@ -452,7 +457,9 @@ def test_an_unreadable_claim_blocks_and_a_long_wait_ends_with_a_report() -> None
     mine = ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting")
     core.saw_claims({"B": mine, "A": "claims/A/000003.json: not JSON"}, read_at=0.0)
     wait = core.next(1.0)
-    assert isinstance(wait, Wait) and wait.blockers == (Blocker("A", None, frozenset({P}), None, "claims/A/000003.json: not JSON"),)
+    assert isinstance(wait, Wait) and wait.blockers == (
+        Blocker("A", None, frozenset({P}), None, "claims/A/000003.json: not JSON"),
+    )
     assert "A's claim is unreadable" in wait.blockers[0].describe()
     for now in (4.0, 9.0, 15.0, 21.0, 27.0):  # it keeps its own claim alive meanwhile
         action = core.next(now)
@@ -659,6 +666,80 @@ def test_a_waiting_claim_is_renewed_when_due_and_claimed_anew_once_a_fence_names
     assert fenced.next(0.2) == Write(1, frozenset({P}), "waiting")  # its claim was fenced: claim anew
     fenced.write_failed(fenced=False, now=0.3)
     assert fenced.next(0.4) == Wait(fenced.retry_at, "retrying a failed claim write")
+
+
+def waiting_core(lease: float = 10, **options: Any) -> tuple[Handover, ClaimRecord]:
+    """A waits for t-0 under generation 1, its claim sent at 0."""
+    core = Handover("A", "A1", lease=lease, margin=lease / 10, handover_timeout=30, **options)
+    core.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), float(lease), "waiting")
+    core.wrote(claim, sent_at=0.0)
+    return core, claim
+
+
+def test_a_waiting_pipeline_names_every_blocker_and_waits_for_the_first_lease_to_run_out() -> None:
+    """Blockers in holder order: an unreadable claim (for ever), each claim on our partitions
+    with its state and lease by our clock; claims on other partitions are none."""
+    core, mine = waiting_core()
+    q = ("t", 1)
+    view: dict[str, ClaimRecord | str] = {
+        "A": mine,
+        "B": "claims/B/000002.json: not JSON",
+        "C": ClaimRecord("C", "C1", 2, 1, frozenset({q}), 10.0, "reading"),
+        "D": ClaimRecord("D", "D1", 3, 1, frozenset({P}), 10.0, "reading"),
+        "E": ClaimRecord("E", "E1", 4, 1, frozenset({P, q}), 8.0, ""),
+    }
+    core.saw_claims(view, read_at=0.1)
+    renew_at = core.deadline() - core.renew_every
+    assert core.next(0.2) == Wait(
+        renew_at,
+        "waiting for earlier owners",
+        (
+            Blocker("B", None, frozenset({P}), None, "claims/B/000002.json: not JSON"),
+            Blocker("D", 1, frozenset({P}), 10.1, "reading, lease until +9.9s"),
+            Blocker("E", 1, frozenset({P}), 8.1, "claimed, lease until +7.9s"),
+        ),
+    )
+    short, mine = waiting_core(lease=100)
+    short.saw_claims({"A": mine, "E": ClaimRecord("E", "E1", 4, 1, frozenset({P}), 3.0, "")}, read_at=0.5)
+    assert short.next(3.0) == Wait(
+        3.5, "waiting for earlier owners", (Blocker("E", 1, frozenset({P}), 3.5, "claimed, lease until +0.5s"),)
+    )
+    assert short.next(3.5) == ReadClaims()  # its lease ran out just now: a read from now proves it
+
+
+def test_a_newer_claim_on_our_partitions_or_our_own_predecessor_keeps_a_waiting_pipeline_from_starting() -> None:
+    stale, mine = waiting_core()
+    stale.saw_claims({"A": mine, "D": ClaimRecord("D", "D1", 5, 2, frozenset({P}), 10.0, "waiting")}, read_at=0.1)
+    assert stale.next(0.2) == ReadPlan(1, stale.deadline() - stale.renew_every)  # we are stale: never proceed
+    restarted = Handover("A", "A2", lease=10, margin=1, handover_timeout=30)
+    restarted.took_over(ClaimRecord("A", "A1", 7, 1, frozenset({P}), 10.0, "reading"), 1.0)
+    restarted.saw_plan(1, frozenset({P}))
+    claim = ClaimRecord("A", "A2", 8, 1, frozenset({P}), 10.0, "waiting")
+    restarted.wrote(claim, sent_at=1.0)
+    restarted.saw_claims({"A": claim}, read_at=1.1)
+    assert restarted.next(1.2) == Wait(
+        restarted.deadline() - restarted.renew_every,
+        "waiting for earlier owners",
+        (Blocker("A (previous incarnation)", 1, frozenset({P}), 11.0, "its lease runs"),),
+    )
+
+
+@pytest.mark.parametrize(("authority", "who"), [(None, "fencing it kept failing"), ("fencer", "the fencer did not fence it")])
+def test_a_fence_that_never_succeeds_ends_the_wait_at_the_handover_timeout(authority: str | None, who: str) -> None:
+    core, mine = waiting_core(lease=100, fence_authority=authority)
+    b = ClaimRecord("B", "B1", 3, 1, frozenset({P}), 10.0, "reading")
+    core.saw_claims({"A": mine, "B": b}, read_at=0.5)
+    core.saw_claims({"A": mine, "B": b}, read_at=10.5)  # a whole lease later: B is gone
+    assert core.next(10.5) == Write(1, frozenset({P}), "waiting", (("B", ("B1", 3)),))  # the note first
+    noted = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 100.0, "waiting", {"B": ("B1", 3)})
+    core.wrote(noted, sent_at=11.0)
+    core.saw_claims({"A": noted, "B": b}, read_at=11.0)
+    assert core.next(11.5) == Fence("B", ("B1", 3))
+    assert core.next(40.0) == Fence("B", ("B1", 3))  # the fence has not succeeded: try again
+    assert core.next(40.5) == Write(1, frozenset(), "released", (("B", ("B1", 3)),))  # 30 s after the wait began
+    core.wrote(ClaimRecord("A", "A1", 3, 1, frozenset(), 100.0, "released"), sent_at=40.6)
+    assert core.next(40.7) == Exit("handover-timeout", (Blocker("B", 1, frozenset({P}), 10.5, f"its lease ran out; {who}"),))
 
 
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
