@@ -26,7 +26,7 @@ from spark_lag_assign.consume.protocol import (
     Wait,
     Write,
 )
-from spark_lag_assign.store.base import ClaimRecord
+from spark_lag_assign.store.base import FENCER, ClaimRecord
 from tests.unit.test_handover_model import CONSUMERS, LEASE, MAX_RECORDS, PARTITIONS, HandoverModel, Proc, _ends, _Fixed
 
 P = ("t", 0)
@@ -714,8 +714,8 @@ def test_a_newer_claim_on_our_partitions_or_our_own_predecessor_keeps_a_waiting_
     assert stale.next(0.2) == ReadPlan(1, stale.deadline() - stale.renew_every)  # we are stale: never proceed
     restarted = Handover("A", "A2", lease=10, margin=1, handover_timeout=30)
     restarted.took_over(ClaimRecord("A", "A1", 7, 1, frozenset({P}), 10.0, "reading"), 1.0)
-    restarted.saw_plan(1, frozenset({P}))
-    claim = ClaimRecord("A", "A2", 8, 1, frozenset({P}), 10.0, "waiting")
+    restarted.saw_plan(1, frozenset({P, ("t", 1)}))  # the predecessor read only t-0 of them
+    claim = ClaimRecord("A", "A2", 8, 1, frozenset({P, ("t", 1)}), 10.0, "waiting")
     restarted.wrote(claim, sent_at=1.0)
     restarted.saw_claims({"A": claim}, read_at=1.1)
     assert restarted.next(1.2) == Wait(
@@ -740,6 +740,56 @@ def test_a_fence_that_never_succeeds_ends_the_wait_at_the_handover_timeout(autho
     assert core.next(40.5) == Write(1, frozenset(), "released", (("B", ("B1", 3)),))  # 30 s after the wait began
     core.wrote(ClaimRecord("A", "A1", 3, 1, frozenset(), 100.0, "released"), sent_at=40.6)
     assert core.next(40.7) == Exit("handover-timeout", (Blocker("B", 1, frozenset({P}), 10.5, f"its lease ran out; {who}"),))
+
+
+def test_a_wait_for_a_live_holder_ends_at_the_handover_timeout_counted_from_when_it_began() -> None:
+    core, mine = waiting_core(lease=100)
+    b = ClaimRecord("B", "B1", 3, 1, frozenset({P}), 100.0, "reading")
+    core.saw_claims({"A": mine, "B": b}, read_at=19.5)
+    blocker = (Blocker("B", 1, frozenset({P}), 119.5, "reading, lease until +99.5s"),)
+    assert core.next(20.0) == Wait(50.0, "waiting for earlier owners", blocker)  # the timeout comes first
+    assert isinstance(core.next(21.0), Wait)  # a second later: still waiting
+    assert core.next(49.5) == Wait(
+        50.0, "waiting for earlier owners", (Blocker("B", 1, frozenset({P}), 119.5, "reading, lease until +70.0s"),)
+    )
+    assert core.next(50.0) == Write(1, frozenset(), "released")  # 30 s: give up, release, then end
+
+
+def test_once_nothing_blocks_the_wait_starts_afresh() -> None:
+    core, mine = waiting_core(lease=100)
+    b = ClaimRecord("B", "B1", 3, 1, frozenset({P}), 100.0, "reading")
+    core.saw_claims({"A": mine, "B": b}, read_at=0.5)
+    assert isinstance(core.next(1.0), Wait) and core.waiting_since == 1.0
+    core.saw_claims({"A": mine}, read_at=2.0)  # B released
+    assert core.next(2.5) == OpenCommits(("A1", 1)) and core.waiting_since is None
+    core.saw_claims({"A": mine, "B": b}, read_at=3.0)  # the same claim again: its lease counts from when first seen
+    assert core.next(3.5) == Wait(
+        33.5, "waiting for earlier owners", (Blocker("B", 1, frozenset({P}), 100.5, "reading, lease until +97.0s"),)
+    )
+
+
+def test_a_reader_stops_at_its_deadline_or_when_a_newer_incarnation_or_the_fencer_replaced_it() -> None:
+    core = reading_core()
+    assert not isinstance(core.next(8.9), Stop)
+    assert core.next(9.0) == Stop(False, "the lease lapsed (no claim written for too long)")  # exactly at the deadline
+    core = reading_core()
+    mine = core.written
+    assert mine is not None
+    newer = ClaimRecord("A", "A2", 9, 1, frozenset({P}), 10.0, "waiting")  # a restart of A took the id
+    core.saw_claims({"A": newer}, read_at=1.0)
+    assert core.next(1.0) == Stop(False, "a newer incarnation of this consumer took over")
+    core.stopped("skipped")
+    assert core.next(1.1) == Exit("fenced")
+    served = Handover("A", "A1", lease=10, margin=1, fence_authority=FENCER)
+    served.saw_plan(1, frozenset({P}))
+    served.wrote(mine, sent_at=0.0)
+    served.commits_opened(("A1", 1), 0.0)
+    served.saw_claims({"A": mine}, read_at=0.0)
+    served.started(1, frozenset({P}))
+    request = ClaimRecord("B", "B1", 4, 1, frozenset(), 10.0, "waiting", {"A": ("A1", 1)})
+    note = ClaimRecord(FENCER, "F1", 3, 0, frozenset(), 3600.0, "fencing A", {"A": ("A1", 1)})
+    served.saw_claims({"A": mine, "B": request, FENCER: note}, read_at=2.0)  # B's request sorts first
+    assert served.fenced_by() == FENCER and isinstance(served.next(2.0), Stop)
 
 
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
