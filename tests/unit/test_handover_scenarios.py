@@ -792,6 +792,34 @@ def test_a_reader_stops_at_its_deadline_or_when_a_newer_incarnation_or_the_fence
     assert served.fenced_by() == FENCER and isinstance(served.next(2.0), Stop)
 
 
+def test_a_reader_the_plan_drops_stops_committing_then_leaves_and_one_asked_to_stop_releases() -> None:
+    core = reading_core()
+    core.saw_plan(2, None)
+    assert core.next(1.0) == Stop(True, "generation 2 does not name this consumer")
+    core.stopped("ok")
+    assert core.next(1.1) == Write(2, frozenset(), "left")
+    core.wrote(ClaimRecord("A", "A1", 2, 2, frozenset(), 10.0, "left"), sent_at=1.2)
+    assert core.next(1.3) == Exit("left")
+    stopping = reading_core()
+    stopping.request_stop()
+    assert stopping.next(1.0) == Stop(True, "the run ends (stopped)")
+    stopping.stopped("ok")
+    assert stopping.next(1.1) == Write(1, frozenset(), "released")
+    stopping.wrote(ClaimRecord("A", "A1", 2, 1, frozenset(), 10.0, "released"), sent_at=1.2)
+    assert stopping.next(1.3) == Exit("stopped")
+
+
+def test_leases_end_exactly_at_their_deadline() -> None:
+    """A predecessor's lease, and our own: a renewal sent at the very deadline revives nothing."""
+    restarted = Handover("A", "A2", lease=10, margin=1)
+    restarted.took_over(ClaimRecord("A", "A1", 7, 1, frozenset({P}), 10.0, "reading"), 1.0)
+    assert restarted.predecessor_holds(10.9) == frozenset({P}) and restarted.predecessor_holds(11.0) == frozenset()
+    core = reading_core()
+    renewal = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading")
+    core.wrote(renewal, sent_at=core.deadline())
+    assert core.next(9.5) == Stop(False, "the lease lapsed (no claim written for too long)")
+
+
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
     core = reading_core()
     assert core.lease_valid(8.99) and not core.lease_valid(9.0)
