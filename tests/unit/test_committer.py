@@ -531,3 +531,48 @@ def test_a_final_commit_refused_names_its_query_and_one_that_was_untracked_meanw
     other.track("r", [("t", 0)])
     assert other.finish("r", [end(p0=4)], timeout=1.0) == {("t", 0): 4}
     assert calls == [3] and not other.tracked("r")
+
+
+def test_every_commit_outcome_is_counted_and_logged_as_what_it_is(caplog: pytest.LogCaptureFixture) -> None:
+    """What an operator reads in the pipeline's log, and the counts its metrics show: a
+    commit, a transient failure (retried with the next batch), a wait for the handover, a
+    missing ACL and a refusal each say so, with the query and the reason."""
+    group, refused = Group(), []
+    c = committer(group, refused)
+    c.track("q", [("t", 0), ("t", 1)])
+    with caplog.at_level(logging.DEBUG, logger="spark_lag_assign.consume.committer"):
+        assert c.record("q", [end(p0=5, p1=2)])
+        assert (c.commits, c.failures) == (1, 0) and c.committed("q") == {("t", 0): 5, ("t", 1): 2}
+        group.fail = 1
+        assert not c.record("q", [end(p0=6)])
+        assert (c.commits, c.failures) == (1, 1) and c.committed("q") == {("t", 0): 5, ("t", 1): 2}
+        assert c.record("q", [end(p0=7)])
+        assert (c.commits, c.failures) == (2, 1) and group.calls[-1] == ({("t", 0): 7}, 7)
+        group.deny = True
+        assert not c.record("q", [end(p0=8)])  # the follower's commit function reports it to the run
+        assert c.failures == 2
+        group.deny, group.refuse = False, True
+        assert not c.record("q", [end(p0=9)])
+        assert refused == ["q"] and c.failures == 2
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "spark_lag_assign.consume.committer"]
+    assert lines == [
+        ("DEBUG", "committed {('t', 0): 5, ('t', 1): 2}"),
+        ("WARNING", "commit of 1 offset(s) failed (query q), retrying with the next batch: KafkaCommitError: broker away"),
+        ("DEBUG", "committed {('t', 0): 7}"),
+        (
+            "ERROR",
+            "commit of query q refused: CommitNotAuthorizedError: committing: not authorized: grant READ on Group:g (literal) to this principal",
+        ),
+        ("WARNING", "commit of query q refused, the pipeline stops reading: CommitFencedError: a newer owner fenced the id"),
+    ]
+    held = ProgressCommitter(
+        lambda offsets, generation: (_ for _ in ()).throw(CommitHeldError("waits for the handover")), lambda: 7
+    )
+    held.track("h", [("t", 0)])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="spark_lag_assign.consume.committer"):
+        assert not held.record("h", [end(p0=3)])
+    assert held.failures == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "commit of 1 offset(s) waits (query h): CommitHeldError: waits for the handover"
+    ]
