@@ -576,3 +576,50 @@ def test_every_commit_outcome_is_counted_and_logged_as_what_it_is(caplog: pytest
     assert [r.getMessage() for r in caplog.records] == [
         "commit of 1 offset(s) waits (query h): CommitHeldError: waits for the handover"
     ]
+
+
+def test_a_batch_commits_only_its_own_partitions_own_offsets_forward_whatever_else_it_reports() -> None:
+    """A query may read other sources too (their offsets are not Kafka's), report no offset
+    for a partition yet (-1), or repeat an older report: none of that is committed."""
+    group = Group()
+    c = committer(group)
+    c.track("q", [("t", 0), ("t", 1)])
+    assert c.record("q", ["not a Kafka source", None, end(p0=-1), end(p0=5), json.dumps({"u": {"0": 9}})])
+    assert group.calls == [({("t", 0): 5}, 7)]
+    assert c.record("q", [end(p0=4, p1=-1)])  # behind what was committed, and still nothing for t-1
+    assert len(group.calls) == 1
+    assert not c.record("other", [end(p0=6)]) and len(group.calls) == 1  # not tracked: nothing
+
+
+def test_a_committers_producer_is_closed_briefly_after_a_failure_and_a_close_that_fails_is_no_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    broker = Broker()
+    commit = fenced_commit(monkeypatch, broker)
+    commit.open()
+    commit.allow(new_query=True)
+    broker.fail_next = 1
+    with pytest.raises(KafkaCommitError):
+        commit({("t", 0): 1}, 1)
+    assert broker.closes == [1]  # the broken producer is dropped at once, never reused
+
+    def broken(self: FakeProducer, timeout: float | None = None) -> None:
+        raise OSError("socket already closed")
+
+    monkeypatch.setattr(FakeProducer, "close", broken)
+    commit.open()
+    commit.close()  # closing a broken client says nothing more than why it broke
+    assert commit.lost
+
+
+def test_the_lease_margin_defaults_to_a_tenth_of_the_lease_within_bounds_and_is_checked() -> None:
+    from spark_lag_assign.consume.protocol import Handover
+
+    assert [Handover("A", "A1", lease=lease).margin for lease in (2.0, 8.0, 30.0, 100.0)] == [0.5, 1.0, 3.0, 10.0]
+    assert Handover("A", "A1", lease=30.0, margin=0.0).margin == 0.0
+    with pytest.raises(ValueError, match=r"^lease must be positive, not 0$"):
+        Handover("A", "A1", lease=0)
+    with pytest.raises(ValueError, match=r"^margin 10.0 must be below a third of the lease 30.0$"):
+        Handover("A", "A1", lease=30.0, margin=10.0)
+    with pytest.raises(ValueError, match=r"^margin -0.5 must be below a third of the lease 30.0$"):
+        Handover("A", "A1", lease=30.0, margin=-0.5)
