@@ -820,6 +820,23 @@ def test_leases_end_exactly_at_their_deadline() -> None:
     assert core.next(9.5) == Stop(False, "the lease lapsed (no claim written for too long)")
 
 
+def test_a_fenced_holder_no_longer_blocks_but_a_live_one_after_it_still_does() -> None:
+    core, mine = waiting_core(lease=100)
+    b = ClaimRecord("B", "B1", 3, 1, frozenset({P}), 10.0, "reading")
+    c = ClaimRecord("C", "C1", 4, 1, frozenset({P}), 100.0, "waiting")
+    core.saw_claims({"A": mine, "B": b, "C": c}, read_at=0.5)
+    core.saw_claims({"A": mine, "B": b, "C": c}, read_at=10.5)  # B is gone, C is not
+    assert core.next(10.5) == Write(1, frozenset({P}), "waiting", (("B", ("B1", 3)),))
+    noted = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 100.0, "waiting", {"B": ("B1", 3)})
+    core.wrote(noted, sent_at=11.0)
+    core.saw_claims({"A": noted, "B": b, "C": c}, read_at=11.0)
+    assert core.next(11.0) == Fence("B", ("B1", 3))
+    core.fenced_commits("B", ("B1", 3))
+    assert core.next(11.5) == Wait(
+        40.5, "waiting for earlier owners", (Blocker("C", 1, frozenset({P}), 100.5, "waiting, lease until +89.0s"),)
+    )
+
+
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
     core = reading_core()
     assert core.lease_valid(8.99) and not core.lease_valid(9.0)
