@@ -617,6 +617,8 @@ def test_the_lease_margin_defaults_to_a_tenth_of_the_lease_within_bounds_and_is_
 
     assert [Handover("A", "A1", lease=lease).margin for lease in (2.0, 8.0, 30.0, 100.0)] == [0.5, 1.0, 3.0, 10.0]
     assert Handover("A", "A1", lease=30.0, margin=0.0).margin == 0.0
+    assert Handover("A", "A1", lease=30.0, margin=9.0).margin == 9.0  # just below a third
+    assert Handover("A", "A1", lease=0.9).margin == 0.225  # a lease under a second is a lease
     with pytest.raises(ValueError, match=r"^lease must be positive, not 0$"):
         Handover("A", "A1", lease=0)
     with pytest.raises(ValueError, match=r"^margin 10.0 must be below a third of the lease 30.0$"):
