@@ -543,20 +543,23 @@ def test_every_commit_outcome_is_counted_and_logged_as_what_it_is(caplog: pytest
     with caplog.at_level(logging.DEBUG, logger="spark_lag_assign.consume.committer"):
         assert c.record("q", [end(p0=5, p1=2)])
         assert (c.commits, c.failures) == (1, 0) and c.committed("q") == {("t", 0): 5, ("t", 1): 2}
-        group.fail = 1
+        group.fail = 2
         assert not c.record("q", [end(p0=6)])
         assert (c.commits, c.failures) == (1, 1) and c.committed("q") == {("t", 0): 5, ("t", 1): 2}
+        assert not c.retry("q")  # the broker is still away: counted again
+        assert (c.commits, c.failures) == (1, 2)
         assert c.record("q", [end(p0=7)])
-        assert (c.commits, c.failures) == (2, 1) and group.calls[-1] == ({("t", 0): 7}, 7)
+        assert (c.commits, c.failures) == (2, 2) and group.calls[-1] == ({("t", 0): 7}, 7)
         group.deny = True
         assert not c.record("q", [end(p0=8)])  # the follower's commit function reports it to the run
-        assert c.failures == 2
+        assert c.failures == 3
         group.deny, group.refuse = False, True
         assert not c.record("q", [end(p0=9)])
-        assert refused == ["q"] and c.failures == 2
+        assert refused == ["q"] and c.failures == 3
     lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "spark_lag_assign.consume.committer"]
     assert lines == [
         ("DEBUG", "committed {('t', 0): 5, ('t', 1): 2}"),
+        ("WARNING", "commit of 1 offset(s) failed (query q), retrying with the next batch: KafkaCommitError: broker away"),
         ("WARNING", "commit of 1 offset(s) failed (query q), retrying with the next batch: KafkaCommitError: broker away"),
         ("DEBUG", "committed {('t', 0): 7}"),
         (
@@ -572,10 +575,11 @@ def test_every_commit_outcome_is_counted_and_logged_as_what_it_is(caplog: pytest
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="spark_lag_assign.consume.committer"):
         assert not held.record("h", [end(p0=3)])
-    assert held.failures == 1
+        assert not held.retry("h")
+    assert held.failures == 2
     assert [r.getMessage() for r in caplog.records] == [
         "commit of 1 offset(s) waits (query h): CommitHeldError: waits for the handover"
-    ]
+    ] * 2
 
 
 def test_a_batch_commits_only_its_own_partitions_own_offsets_forward_whatever_else_it_reports() -> None:
@@ -584,15 +588,17 @@ def test_a_batch_commits_only_its_own_partitions_own_offsets_forward_whatever_el
     group = Group()
     c = committer(group)
     c.track("q", [("t", 0), ("t", 1)])
+    assert c.record("q", [end(p0=0)])  # nothing read yet, and the group says so: offset 0 is committed
+    assert group.calls == [({("t", 0): 0}, 7)]
     assert c.record("q", ["not a Kafka source", None, end(p0=-1), end(p0=5), json.dumps({"u": {"0": 9}})])
-    assert group.calls == [({("t", 0): 5}, 7)]
+    assert group.calls[1:] == [({("t", 0): 5}, 7)]
     assert c.record("q", [end(p0=4, p1=-1)])  # behind what was committed, and still nothing for t-1
-    assert len(group.calls) == 1
-    assert not c.record("other", [end(p0=6)]) and len(group.calls) == 1  # not tracked: nothing
+    assert len(group.calls) == 2
+    assert not c.record("other", [end(p0=6)]) and len(group.calls) == 2  # not tracked: nothing
 
 
 def test_a_committers_producer_is_closed_briefly_after_a_failure_and_a_close_that_fails_is_no_error(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     broker = Broker()
     commit = fenced_commit(monkeypatch, broker)
@@ -608,8 +614,12 @@ def test_a_committers_producer_is_closed_briefly_after_a_failure_and_a_close_tha
 
     monkeypatch.setattr(FakeProducer, "close", broken)
     commit.open()
-    commit.close()  # closing a broken client says nothing more than why it broke
+    with caplog.at_level(logging.DEBUG, logger="spark_lag_assign.consume.kafka_commit"):
+        commit.close()  # closing a broken client must not hide why it broke: a debug line, no error
     assert commit.lost
+    (record,) = [r for r in caplog.records if r.name == "spark_lag_assign.consume.kafka_commit"]
+    assert (record.levelname, record.getMessage()) == ("DEBUG", "closing the committer's producer failed")
+    assert record.exc_info is not None and isinstance(record.exc_info[1], OSError)
 
 
 def test_the_lease_margin_defaults_to_a_tenth_of_the_lease_within_bounds_and_is_checked() -> None:

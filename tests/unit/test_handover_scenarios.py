@@ -837,6 +837,22 @@ def test_a_fenced_holder_no_longer_blocks_but_a_live_one_after_it_still_does() -
     )
 
 
+def test_a_claim_made_anew_after_a_fence_keeps_its_own_fence_notes_and_retries_when_its_pause_ends() -> None:
+    core, mine = waiting_core(lease=100)
+    b = ClaimRecord("B", "B1", 3, 1, frozenset({P}), 10.0, "reading")
+    core.saw_claims({"A": mine, "B": b}, read_at=0.5)
+    core.saw_claims({"A": mine, "B": b}, read_at=10.5)
+    assert core.next(10.5) == Write(1, frozenset({P}), "waiting", (("B", ("B1", 3)),))
+    noted = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 100.0, "waiting", {"B": ("B1", 3)})
+    core.wrote(noted, sent_at=11.0)
+    c = ClaimRecord("C", "C1", 5, 1, frozenset(), 10.0, "waiting", {"A": ("A1", 2)})  # C saw our lease run out
+    core.saw_claims({"A": noted, "B": b, "C": c}, read_at=11.5)
+    assert core.next(11.5) == Write(1, frozenset({P}), "waiting", (("B", ("B1", 3)),))  # anew, B's note kept
+    core.write_failed(fenced=False, now=12.0)
+    assert core.next(core.retry_at - 0.1) == Wait(core.retry_at, "retrying a failed claim write")
+    assert core.next(core.retry_at) == Write(1, frozenset({P}), "waiting", (("B", ("B1", 3)),))  # exactly then
+
+
 def test_a_sink_may_write_only_while_reading_under_a_valid_lease() -> None:
     core = reading_core()
     assert core.lease_valid(8.99) and not core.lease_valid(9.0)
