@@ -113,7 +113,7 @@ def report(statuses: dict[str, str], defects: list[tuple[str, bool, float]], wor
     survived = sorted(n for n, s in statuses.items() if s == "survived")
     unargued = [n for n in survived if n not in argued]
     equivalent = [n for n in survived if n in argued]
-    stale = sorted(argued - set(survived))
+    stale = sorted(argued - set(survived)) if statuses else []  # a defects-only run judges no mutant
     caught = counts["killed"] + counts["timeout"]
     judged = caught + len(unargued)
     lines = ["# Mutation score of the handover's decision code", ""]
