@@ -206,7 +206,13 @@ class PlanFollower:
     def write_batch(self, offsets: Mapping[TopicPartition, int], topic: str | None = None, records: Any = ()) -> None:
         """For a sink that writes to Kafka: ``records`` to ``topic`` and ``offsets`` committed in
         one transaction under this consumer's fenced id; ``CommitFencedError`` (nothing of it
-        visible to ``read_committed`` readers) when a newer owner took over."""
+        visible to ``read_committed`` readers) when a newer owner took over; ``InputError`` for an
+        offset that is no next offset to read (an int, 0 or more), before anything is sent."""
+        for (t, p), offset in offsets.items():
+            if isinstance(offset, bool) or not hasattr(offset, "__index__") or offset.__index__() < 0:
+                raise InputError(
+                    f"write_batch: the offset of {t}-{p} must be the next offset to read (an integer, 0 or more), not {offset!r}"
+                )
         core = self._core
         if core is None or core.reading is None or not core.lease_valid(self.clock()):
             # a batch that completes after the lease lapsed (a paused process resuming) goes
