@@ -340,7 +340,9 @@ def test_three_pipelines_on_a_standalone_cluster_hand_partitions_over_safely(
         # B, which fences A once A's lease ran out and reads them
         a = s.pipelines["A"]
         baseline = sampler.after(time.time())
-        os.kill(a.pid, signal.SIGUSR1)  # the driver only
+        # the Python driver only, by the pid it reported: a's own process is spark-submit's
+        # JVM, which SIGUSR1 would end, and the JVM keeps its default for SIGUSR1
+        os.kill(int(s.lines(a, "READY")[-1]["pid"]), signal.SIGUSR1)
         a.wait_stopped(STEP_TIMEOUT)
         stopped_line = s.lines(a, "SIGSTOP")[-1]
         s.note(f"A is SIGSTOPped (driver and JVM) {stopped_line['why']}")
