@@ -521,11 +521,12 @@ def test_a_lease_is_judged_by_when_the_view_was_read_not_by_now() -> None:
     assert b.next(10.7) == Write(2, frozenset({P}), "waiting", (("A", ("A1", 3)),))  # now it is proven
 
 
-def reading_core(lease: float = 10, margin: float = 1) -> Handover:
-    """A pipeline reading t-0 under generation 1, its claim sent at 0 (deadline lease - margin)."""
+def reading_core(lease: float = 10, margin: float = 1, state: str = "reading") -> Handover:
+    """A pipeline reading t-0 under generation 1, its claim (in ``state``) sent at 0 (deadline
+    lease - margin)."""
     core = Handover("A", "A1", lease=lease, margin=margin)
     core.saw_plan(1, frozenset({P}))
-    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), float(lease), "reading")
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), float(lease), state)
     core.wrote(claim, sent_at=0.0)
     core.commits_opened(("A1", 1), 0.0)
     core.saw_claims({"A": claim}, read_at=0.0)
@@ -602,13 +603,7 @@ def test_a_reopen_for_a_final_commit_still_heeds_a_fence_of_the_claim_it_read_un
     """A final commit waits for a new producer; the claim was renewed meanwhile. A successor's
     note against the claim the query read under still drops the commit: the new producer's
     epoch must not carry what was read under a fenced claim."""
-    core = Handover("A", "A1", lease=10, margin=1)
-    core.saw_plan(1, frozenset({P}))
-    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "reading")
-    core.wrote(claim, sent_at=0.0)
-    core.commits_opened(("A1", 1), 0.0)
-    core.saw_claims({"A": claim}, read_at=0.0)
-    core.started(1, frozenset({P}))
+    core = reading_core()
     core.saw_plan(2, frozenset())
     assert core.next(1.0) == Stop(True, "generation 2 moves partitions")
     core.stopped("held")
@@ -623,13 +618,7 @@ def test_a_reopen_for_a_final_commit_still_heeds_a_fence_of_the_claim_it_read_un
 
 
 def test_a_reader_renews_its_claim_as_reading_when_due_and_keeps_reading_a_new_generation_that_moves_nothing() -> None:
-    core = Handover("A", "A1", lease=10, margin=1)
-    core.saw_plan(1, frozenset({P}))
-    waiting = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "waiting")
-    core.wrote(waiting, sent_at=0.0)
-    core.commits_opened(("A1", 1), 0.0)
-    core.saw_claims({"A": waiting}, read_at=0.0)
-    core.started(1, frozenset({P}))
+    core = reading_core(state="waiting")  # started on a claim written while it waited
     assert core.next(0.1) == Write(1, frozenset({P}), "reading")  # others see it reads now
     reading = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading")
     core.wrote(reading, sent_at=0.2)
