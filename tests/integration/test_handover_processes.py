@@ -327,12 +327,22 @@ class ProcessScenario:
         """A pipeline that is about to end by itself: waits no longer watch it."""
         return self.pipelines.pop(consumer)
 
-    def resume_beside(self, consumer: str, successor: str, stopped_line: Mapping[str, Any], lease: float) -> Pause:
+    def resume_beside(self, consumer: str, successor: str, stopped_line: Mapping[str, Any] | None, lease: float) -> Pause:
         """The dangerous moment: ``consumer``, paused past its lease (``stopped_line`` is its
-        SIGSTOP report), resumes while ``successor`` reads what it read; waits no longer watch it."""
+        SIGSTOP report), resumes while ``successor`` reads what it read; waits no longer watch it.
+
+        ``stopped_line`` None: the report is read once the process runs again. A driver whose
+        output passes through another process of its group (spark-submit's JVM forwards it)
+        may have printed it into a pipe that nobody reads while the group is stopped."""
         proc = self.retire(consumer)
         resumed = time.time()
         proc.cont()
+        if stopped_line is None:
+            deadline = time.monotonic() + self.step_timeout
+            while not self.lines(proc, "SIGSTOP"):
+                assert time.monotonic() < deadline, f"{consumer} resumed but never reported its SIGSTOP; see {proc.log_path}"
+                time.sleep(0.05)
+            stopped_line = self.lines(proc, "SIGSTOP")[-1]
         pause = Pause(consumer, proc.name, float(stopped_line["wall"]), resumed, str(stopped_line["why"]))
         self.note(f"{consumer} resumed after {pause.seconds:.1f}s stopped (lease {lease:g}s) while {successor} reads its partitions")
         return pause
