@@ -99,6 +99,28 @@ StartQuery = Callable[[AssignedStream, str], "StreamingQuery"]
 """``start(stream, checkpoint_location) -> StreamingQuery``: the pipeline's own processing and sink."""
 
 
+def kafka_wait_ms(lease: float, given: int | None = None) -> int:
+    """How long one Kafka call of a follower's loop may wait, in ms: ``given``, or a quarter of
+    the lease capped at 15 s; more than a quarter of the lease is a ``ValueError``.
+
+    The loop renews the claim between its steps, every third of the lease. A step that waits
+    on a broker that is away (opening the committer after a failed commit, fencing, reading
+    start offsets) must return before the lease lapses, or a pipeline whose store stays
+    reachable (a directory, HDFS) stops reading through every broker outage and reads again
+    all it read since its last commit: a third of the lease between renewals, a quarter for
+    the wait, and the margin (below a quarter) leave a claim write room to land in time.
+    """
+    bound = int(lease * 1000 / 4)
+    if given is None:
+        return min(15000, bound)
+    if not 0 < given <= bound:
+        raise ValueError(
+            f"kafka_timeout_ms {given} must be above 0 and at most a quarter of the lease ({bound} ms for "
+            f"{lease:g}s): a longer Kafka wait lets the lease lapse while the broker is away"
+        )
+    return given
+
+
 class PlanFollower:
     """Keeps one consumer's streaming query in step with the plan (see ``spark_lag_assign.consume``).
 
@@ -112,6 +134,9 @@ class PlanFollower:
     checkpoint location (a URI: ``hdfs://``, ``s3a://``, a local path). ``lease``: seconds
     within which this pipeline stops reading after its last claim write if it cannot write
     another; others wait that long before they take its partitions over.
+    ``kafka_timeout_ms``: how long one Kafka call of the loop (fencing, opening the committer,
+    reading start offsets) and each step of a commit may wait; by default a quarter of the
+    lease, at most 15 s, and never more than that quarter (``kafka_wait_ms``).
     """
 
     def __init__(
@@ -130,7 +155,7 @@ class PlanFollower:
         handover_timeout: float = 300.0,
         commit_timeout: float = 60.0,
         stop_timeout: float = 60.0,
-        kafka_timeout_ms: int = 15000,
+        kafka_timeout_ms: int | None = None,
         commit: CommitFunction | None = None,
         clock: Callable[[], float] = time.monotonic,
         metrics_port: int | None = None,
@@ -151,7 +176,7 @@ class PlanFollower:
         self.handover_timeout = handover_timeout
         self.commit_timeout = commit_timeout
         self.stop_timeout = stop_timeout
-        self.kafka_timeout_ms = kafka_timeout_ms
+        self.kafka_timeout_ms = kafka_wait_ms(lease, kafka_timeout_ms)
         self.clock = clock
         self._given_commit = commit
         self._commit: FencedGroupCommit | None = None

@@ -106,6 +106,7 @@ def _producer(
         transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
         request_timeout_ms=timeout_ms,
         max_block_ms=timeout_ms,
+        bootstrap_timeout_ms=timeout_ms,  # kafka-python's constructor bootstraps eagerly: 30 s by default
         client_id="spark-lag-assign-committer",
         **dict(client_options),
     )

@@ -1,5 +1,5 @@
-"""What a sink may hand ``PlanFollower.write_batch``: refused in one line before anything is
-sent or remembered (no Spark, no broker: the check comes first)."""
+"""What a sink may hand ``PlanFollower.write_batch`` and the settings a follower takes: bad
+ones are refused in one line before anything is sent or remembered (no Spark, no broker)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from spark_lag_assign.consume import PlanFollower
+from spark_lag_assign.consume.follower import kafka_wait_ms
 from spark_lag_assign.errors import CommitFencedError, InputError
 
 
@@ -37,3 +38,25 @@ def test_an_offset_that_is_no_next_offset_is_refused_in_one_line(tmp_path: Path,
 def test_a_next_offset_passes_the_check(tmp_path: Path, offset: int) -> None:
     with pytest.raises(CommitFencedError, match="reads nothing under a valid lease"):  # not reading: the next check
         follower(tmp_path).write_batch({("t", 0): offset})
+
+
+def test_the_loops_kafka_waits_fit_in_a_quarter_of_the_lease(tmp_path: Path) -> None:
+    """A Kafka call of the loop that waits longer than the time between renewals allows lets the
+    lease lapse while only the broker is away (the store still takes renewals)."""
+    assert kafka_wait_ms(30.0) == 7500  # the default: a quarter of the lease
+    assert kafka_wait_ms(120.0) == 15000  # at most 15 s
+    assert kafka_wait_ms(10.0, 2500) == 2500
+    assert follower(tmp_path).kafka_timeout_ms == 7500  # the follower's default lease is 30 s
+    for given in (2501, 0, -1):
+        with pytest.raises(ValueError, match=rf"^kafka_timeout_ms {given} must be above 0 and at most a quarter of the lease \(2500 ms for 10s\)"):
+            kafka_wait_ms(10.0, given)
+    with pytest.raises(ValueError, match="kafka_timeout_ms 8000 must be"):
+        PlanFollower(
+            None,  # type: ignore[arg-type]
+            str(tmp_path / "store"),
+            "A",
+            lambda stream, checkpoint: None,  # type: ignore[arg-type,return-value]
+            checkpoint_root=str(tmp_path / "checkpoints"),
+            kafka_options={"kafka.bootstrap.servers": "127.0.0.1:1"},
+            kafka_timeout_ms=8000,
+        )
