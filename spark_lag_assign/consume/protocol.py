@@ -38,7 +38,9 @@ The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
   note before it fences; if our read does not show the note, the note's write returned
   after our read began, so the successor's fence comes after our open and refuses our
   commits; if it shows the note, we stop. A committer never opens a producer by itself
-  (``spark_lag_assign.consume.gate``).
+  (``spark_lag_assign.consume.gate``). A renewal that falls due goes out before the next
+  attempt to reopen: a broker outage that fails the reopens need not lapse a lease the
+  store (a directory, HDFS) can still renew.
 - Who fences: with the plan's ``fencing`` "self" the pipeline taking over fences the holder
   itself (and every pipeline may fence every other); with "service" it asks the fencer
   (``spark_lag_assign.consume.fencer``), which checks for itself that the holder's lease ran
@@ -444,8 +446,12 @@ class Handover:
             return self._finish(now)
         if self.zombie:
             return self._exit("fenced")
-        # 3. A running query whose producer a failure closed: reopen it through the check.
-        if self.reading is not None and not self.commits_allowed:
+        # 3. A running query whose producer a failure closed: reopen it through the check, once
+        #    a renewal that is due went out. The reopen waits on the broker that failed the
+        #    commit; while that broker is away a store of its own (a directory, HDFS) still
+        #    takes renewals, and a lease lapsed behind failing reopens would stop the query and
+        #    make the next one read again every batch read since the last commit.
+        if self.reading is not None and not self.commits_allowed and now < self.sent_at + self.renew_every:
             return self._reopen()
         extra = self.predecessor_holds(now)
         generation, target = self.plan_generation, self.assignment

@@ -534,6 +534,25 @@ def reading_core(lease: float = 10, margin: float = 1, state: str = "reading") -
     return core
 
 
+def test_a_renewal_that_falls_due_goes_out_between_failing_reopens() -> None:
+    """A failed commit closed the producer and the broker stays away, so every reopen fails:
+    the claim is still renewed when due, and the query reads on under a valid lease; once the
+    broker is back the reopen goes through its check as before."""
+    core = reading_core()  # claim sent at 0, renewals every 10/3, deadline 9
+    core.commits_lost()
+    assert core.next(3.3) == OpenCommits(("A1", 1))  # no renewal due yet: the reopen
+    assert core.next(10 / 3) == Write(1, frozenset({P}), "reading")  # due exactly now: the renewal first
+    core.wrote(ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading"), sent_at=10 / 3)
+    assert core.next(3.4) == OpenCommits(("A1", 2))  # the reopen again, after it
+    assert core.next(8.5) == Write(1, frozenset({P}), "reading")
+    core.wrote(ClaimRecord("A", "A1", 3, 1, frozenset({P}), 10.0, "reading"), sent_at=8.5)
+    assert core.next(9.5) == OpenCommits(("A1", 3))  # past the first claim's deadline: no lapse
+    core.commits_opened(("A1", 3), 9.6)
+    assert core.next(9.7) == ReadClaims()
+    core.saw_claims({"A": core.written}, read_at=9.7)
+    assert core.next(9.8) == AllowCommits()
+
+
 def test_a_query_that_ends_by_itself_ends_the_run_unless_the_lease_had_lapsed() -> None:
     core = reading_core()
     assert not core.query_ended(True, 9.0)  # at the deadline: a paused process's query timing out
