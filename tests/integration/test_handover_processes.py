@@ -54,7 +54,7 @@ from typing import Any
 
 import pytest
 
-from spark_lag_assign.testing import offsets_log, pipeline_app as app
+from spark_lag_assign.testing import offsets_log, pipeline_app as app, verdict
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic
 from spark_lag_assign.testing.namespaces import NamespacedProcess, require_namespaces
 
@@ -387,10 +387,10 @@ class ProcessScenario:
         latest = sampler.latest()
         return all(latest.get(tp, -1) > baseline.get(tp, -1) for tp in tps)
 
-    def queries(self, lease: float) -> list[app.Query]:
+    def queries(self, lease: float) -> list[verdict.Query]:
         """Every query of every pipeline process, with its live interval."""
         return [q for _, proc in self.runs
-                for q in app.queries_of(self.lines(proc, "EVENT"), lease, process=proc.name, died=self.died.get(proc.name))]  # fmt: skip
+                for q in verdict.queries_of(self.lines(proc, "EVENT"), lease, process=proc.name, died=self.died.get(proc.name))]  # fmt: skip
 
     def fences(self) -> list[tuple[float, str, str]]:
         """(when, whom, by whom): every fence a pipeline set, or saw the fencer set for it
@@ -510,7 +510,7 @@ def read_committed(bootstrap: str, topic: str, client_options: Mapping[str, Any]
         consumer.close()
 
 
-def readers(records: list[app.SinkRecord], tp: TP) -> list[str]:
+def readers(records: list[verdict.SinkRecord], tp: TP) -> list[str]:
     """The consumers that read a partition, in the order their stints began (repeats collapsed)."""
     first: dict[tuple[str, str, int], float] = {}
     for r in records:
@@ -548,16 +548,16 @@ def seed_group(
 class Verdict:
     """Everything the proof asserts and prints, from the sinks, the broker's log and the events."""
 
-    records: list[app.SinkRecord]
-    batches: list[app.Batch]
-    queries: list[app.Query]
+    records: list[verdict.SinkRecord]
+    batches: list[verdict.Batch]
+    queries: list[verdict.Query]
     commits: list[offsets_log.OffsetCommit]  # the pipelines' commits, in log order (the seed left out)
     lost: dict[TP, list[tuple[int, int]]]
     live: list[str]  # I1: live intervals that intersect
-    overlapping: list[app.Overlap]  # batches of two readers at once, late batches left out
-    late: dict[tuple[str, str, int], list[app.Batch]]
+    overlapping: list[verdict.Overlap]  # batches of two readers at once, late batches left out
+    late: dict[tuple[str, str, int], list[verdict.Batch]]
     late_problems: list[str]  # I2
-    dups: app.Duplicates  # D and the bound
+    dups: verdict.Duplicates  # D and the bound
     backwards: list[str]  # I3, on every commit
     unknown: list[str]
     stale: list[str]  # I6, on every commit
@@ -567,7 +567,7 @@ class Verdict:
     last_logged: dict[TP, int]  # and as its log's last commits say
     notes: list[str] = field(default_factory=list)
 
-    def query_of(self, process: str, generation: int) -> app.Query:
+    def query_of(self, process: str, generation: int) -> verdict.Query:
         return next(q for q in self.queries if q.process == process and q.generation == generation)
 
     def problems(self, ends: dict[TP, int]) -> list[str]:
@@ -614,12 +614,12 @@ def judge(
     generations: Sequence[int], sampler: CommitSampler,
 ) -> Verdict:  # fmt: skip
     login = s.client_options
-    records = [app.parse_record(v) for v in read_committed(s.bootstrap, sink, login)]
-    markers = dict(app.parse_marker(v) for v in read_committed(s.bootstrap, app.markers_topic(sink), login))
-    batches = app.batches_of(records, markers)
+    records = [verdict.parse_record(v) for v in read_committed(s.bootstrap, sink, login)]
+    markers = dict(verdict.parse_marker(v) for v in read_committed(s.bootstrap, app.markers_topic(sink), login))
+    batches = verdict.batches_of(records, markers)
     queries = s.queries(lease)
     commits = [c for c in offsets_log.read_commits(s.bootstrap, group, client_options=login) if c.position > seeded]
-    late, late_problems = app.late_batches(batches, queries)
+    late, late_problems = verdict.late_batches(batches, queries)
     late_keys = {b.key for found in late.values() for b in found}
     last_logged: dict[TP, int] = {}
     for c in commits:
@@ -630,17 +630,17 @@ def judge(
         batches=batches,
         queries=queries,
         commits=commits,
-        lost=app.losses(records, ends),
-        live=app.live_overlaps(queries),
-        overlapping=app.overlaps([b for b in batches if b.key not in late_keys]),
+        lost=verdict.losses(records, ends),
+        live=verdict.live_overlaps(queries),
+        overlapping=verdict.overlaps([b for b in batches if b.key not in late_keys]),
         late=late,
         late_problems=late_problems,
-        dups=app.duplicates(records, MAX_PER_TRIGGER, commits=commits, allowance=app.reread_allowance(queries, records)),
-        backwards=app.commits_backwards(commits),
-        unknown=app.unknown_commits(commits, {c for c, _ in s.runs}, generations),
-        stale=app.stale_commits(commits, queries),
-        after_fence=app.commits_after_fences(commits, s.fences(), queries),
-        sampled_backwards=app.backwards(sampler.samples),
+        dups=verdict.duplicates(records, MAX_PER_TRIGGER, commits=commits, allowance=verdict.reread_allowance(queries, records)),
+        backwards=verdict.commits_backwards(commits),
+        unknown=verdict.unknown_commits(commits, {c for c, _ in s.runs}, generations),
+        stale=verdict.stale_commits(commits, queries),
+        after_fence=verdict.commits_after_fences(commits, s.fences(), queries),
+        sampled_backwards=verdict.backwards(sampler.samples),
         final=group_offsets(s.bootstrap, group, login),
         last_logged=last_logged,
     )

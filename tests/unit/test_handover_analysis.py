@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from spark_lag_assign.testing.offsets_log import OffsetCommit
-from spark_lag_assign.testing.pipeline_app import (
+from spark_lag_assign.testing.verdict import (
     Query,
     SinkRecord,
     backwards,

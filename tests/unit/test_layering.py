@@ -99,6 +99,7 @@ PURE = [
     "spark_lag_assign.roles",
     "spark_lag_assign.testing",  # a docstring: importing the package runs nothing
     "spark_lag_assign.testing.offsets_log",
+    "spark_lag_assign.testing.verdict",
     "spark_lag_assign.testing.workloads",
 ]
 
