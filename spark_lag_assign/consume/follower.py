@@ -108,7 +108,8 @@ def kafka_wait_ms(lease: float, given: int | None = None) -> int:
     start offsets) must return before the lease lapses, or a pipeline whose store stays
     reachable (a directory, HDFS) stops reading through every broker outage and reads again
     all it read since its last commit: a third of the lease between renewals, a quarter for
-    the wait, and the margin (below a quarter) leave a claim write room to land in time.
+    the wait, a twelfth for the pause after a failed reopen, and the margin (below a quarter)
+    leave a claim write room to land in time.
     """
     bound = int(lease * 1000 / 4)
     if given is None:
@@ -588,7 +589,7 @@ class PlanFollower:
                 raise
             except KafkaCommitError as exc:
                 log.warning("%s: opening its committer failed, retrying: %s", self.consumer, exc)
-                self._pause(1.0)
+                self._pause(min(1.0, self.lease / 12))  # within the lease's budget (``kafka_wait_ms``)
                 return
         core.commits_opened(action.version, self.clock())
         self._event("open-commits", f"{action.version[0][:8]}/{action.version[1]}")

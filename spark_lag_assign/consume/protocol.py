@@ -450,8 +450,11 @@ class Handover:
         #    a renewal that is due went out. The reopen waits on the broker that failed the
         #    commit; while that broker is away a store of its own (a directory, HDFS) still
         #    takes renewals, and a lease lapsed behind failing reopens would stop the query and
-        #    make the next one read again every batch read since the last commit.
-        if self.reading is not None and not self.commits_allowed and now < self.sent_at + self.renew_every:
+        #    make the next one read again every batch read since the last commit. A renewal
+        #    that failed and waits for its retry does not hold the reopen up meanwhile.
+        if self.reading is not None and not self.commits_allowed and (
+            now < self.sent_at + self.renew_every or now < self.retry_at
+        ):
             return self._reopen()
         extra = self.predecessor_holds(now)
         generation, target = self.plan_generation, self.assignment

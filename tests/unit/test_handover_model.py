@@ -28,7 +28,8 @@ their own so that they happen in most examples, not by luck:
 - progress reports delivered late by the listener thread, after a stop or a lapse;
 - commits that fail, whose acknowledgement is lost (applied, reported failed), and a
   producer closed by a failure and reopened only through the handover;
-- broker outages, crashes, restarts while the old incarnation is only paused.
+- broker outages (of Kafka and the store together, or of Kafka alone beside a store that
+  still takes renewals), crashes, restarts while the old incarnation is only paused.
 
 Invariants, checked after every step (violations are collected when they happen):
   I1 exclusive reading: no two pipelines whose leases are valid by their own clocks have a
@@ -90,7 +91,7 @@ DRIFT = 0.04
 MAX_PROCS = 8
 MAX_GENERATIONS = 10
 MAX_RECORDS = 3  # one micro-batch reads at most this many records of a partition
-TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage")
+TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage", "kafka-outage")
 
 TP = tuple[str, int]
 STEPS = itertools.count()  # every rule run, over all examples: the summary reports it
@@ -158,6 +159,7 @@ class Proc:
 class World:
     now: float = 0.0  # real time
     down: bool = False  # the broker is away: every Kafka and store call fails
+    kafka_down: bool = False  # only the Kafka broker is away; the store (HDFS) works
     plans: list[dict[TP, str]] = field(default_factory=list)  # generation g is plans[g - 1]
     members: list[set[str]] = field(default_factory=list)
     log: list[ClaimRecord] = field(default_factory=list)
@@ -200,7 +202,7 @@ class ModelProducer:
         from kafka.errors import KafkaConnectionError
 
         w, c = self.model.world, self.proc.consumer
-        if w.down:
+        if w.down or w.kafka_down:
             raise KafkaConnectionError("the broker is away")
         w.epoch[c] = w.epoch.get(c, 0) + 1
         self.epoch = w.epoch[c]
@@ -219,7 +221,7 @@ class ModelProducer:
 
         w, proc = self.model.world, self.proc
         fate, proc.fate = proc.fate, "ok"
-        if w.down or fate == "fail":
+        if w.down or w.kafka_down or fate == "fail":
             raise KafkaConnectionError("the broker is away")
         if self.epoch != w.epoch.get(proc.consumer, 0):
             self.model.seen("a replaced pipeline's commit is refused")
@@ -410,6 +412,8 @@ class HandoverModel(RuleBasedStateMachine):
             if fate == "lost":
                 core.write_failed(fenced=False, now=now)
                 return
+            if core.reading is not None and not core.commits_allowed:
+                self.seen("a renewal goes out while the producer waits to be reopened")
             proc.seq += 1
             record = ClaimRecord(
                 proc.consumer, proc.incarnation, proc.seq, action.generation, action.holds, self.lease, action.state, dict(action.fences)
@@ -428,7 +432,7 @@ class HandoverModel(RuleBasedStateMachine):
                 core.saw_plan(g, w.assignment(g, proc.consumer))
                 core.saw_claims(w.view(len(w.log)), now)
         elif isinstance(action, Fence):
-            if w.down:
+            if w.down or (w.kafka_down and not self.service):
                 return
             if self.service:  # the fencer fences; the pipeline waits for its record to say so
                 if fence_done(core.view.get(FENCER), action.consumer, action.version):
@@ -474,7 +478,7 @@ class HandoverModel(RuleBasedStateMachine):
 
     def start(self, proc: Proc, action: Start) -> None:
         w, core = self.world, proc.core
-        if w.down:  # reading the group's offsets failed: the state machine asks again
+        if w.down or w.kafka_down:  # reading the group's offsets failed: the state machine asks again
             return
         positions = {tp: w.committed.get(tp, 0) for tp in action.holds}  # a checkpoint of its own: the group's offsets
         if not core.may_start(self.own(proc)):
@@ -521,7 +525,7 @@ class HandoverModel(RuleBasedStateMachine):
     def fencer_acts(self) -> None:
         """One step of the fencer (``spark-lag-assign fencer``): read every claim, then act."""
         w, core = self.world, self.fencer
-        if w.down:
+        if w.down or w.kafka_down:
             return
         now = self.fencer_rate * w.now
         core.saw_claims(w.view(len(w.log)), now)
@@ -795,7 +799,8 @@ class HandoverModel(RuleBasedStateMachine):
         proc.fate = "ok"
 
     def can_take_over(self) -> bool:
-        return len(self.world.plans) < MAX_GENERATIONS and not self.world.down and bool(self.takeover_candidates())
+        w = self.world
+        return len(w.plans) < MAX_GENERATIONS and not w.down and not w.kafka_down and bool(self.takeover_candidates())
 
     @precondition(can_take_over)
     @rule(data=st.data())
@@ -807,7 +812,9 @@ class HandoverModel(RuleBasedStateMachine):
         lost-producer   a commit failed and closed its producer before the pause;
         reopen-decided  ... and it had decided to reopen the producer when it was paused;
         outage          not paused: the broker is away for longer than the lease while its
-                        commits are in flight.
+                        commits are in flight;
+        kafka-outage    only Kafka is away (the store, HDFS, is not) while a commit fails: its
+                        reopens fail while its renewals go through; then it is paused.
         """
         if self.takeovers == 0:
             self.first_variant = data.draw(st.integers(0, len(TAKEOVERS) - 1), label="first takeover")
@@ -855,7 +862,24 @@ class HandoverModel(RuleBasedStateMachine):
                 decided = a.core.next(self.own(a))
                 if isinstance(decided, OpenCommits):
                     a.decided = decided
-        if how == "outage":
+        if how == "kafka-outage":
+            w.kafka_down = True
+            self.deliver(a)
+            if not a.fc.lost and self.can_batch(a):
+                self.fail_a_commit(a)
+            for _ in range(data.draw(st.integers(1, 8), label="outage steps")):
+                w.now += data.draw(st.sampled_from((0.5, 1.0, 2.0, 3.5)), label="outage dt")
+                self.settle(a, data, data.draw(st.integers(1, 6), label="outage settle"))
+            w.kafka_down = False
+            for _ in range(data.draw(st.integers(0, 6), label="steps after")):
+                if a.runs:
+                    w.now += data.draw(st.sampled_from((0.0, 0.5, 2.0, 3.5, 5.0)), label="dt after")
+                    self.perform(a, data)
+            if a.runs and data.draw(st.booleans(), label="decide before pause"):
+                self.observe(a)
+                a.decided = a.core.next(self.own(a))
+            a.paused = True
+        elif how == "outage":
             w.down = True
             self.deliver(a)  # its commit fails: the producer is gone
             self.settle(a, data)  # its renewals fail; it stops once its lease lapses
@@ -946,6 +970,7 @@ class HandoverModel(RuleBasedStateMachine):
         latest = len(w.plans)
         owners = w.plans[latest - 1]
         w.down = False
+        w.kafka_down = False
         for proc in self.procs:
             proc.paused = False
         for _ in range(400):

@@ -553,6 +553,39 @@ def test_a_renewal_that_falls_due_goes_out_between_failing_reopens() -> None:
     assert core.next(9.8) == AllowCommits()
 
 
+def test_a_renewal_between_the_reopen_and_its_check_still_heeds_a_fence_of_the_claim_before_it() -> None:
+    """Our renewal lands between the open and the claims read that checks it: the successor's
+    note names our claim from before the renewal, and it still stops us without a commit."""
+    core = reading_core()
+    core.commits_lost()
+    assert core.next(1.0) == OpenCommits(("A1", 1))
+    core.commits_opened(("A1", 1), 1.0)
+    assert core.next(10 / 3) == Write(1, frozenset({P}), "reading")  # due before the check
+    renewed = ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading")
+    core.wrote(renewed, sent_at=10 / 3)
+    assert core.next(3.4) == ReadClaims()
+    fenced_by_b = ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 1)})
+    core.saw_claims({"A": renewed, "B": fenced_by_b}, read_at=3.4)
+    action = core.next(3.5)
+    assert isinstance(action, Stop) and not action.commit and "B fenced" in action.reason
+
+
+def test_a_renewal_that_failed_and_waits_for_its_retry_does_not_hold_the_reopen_up() -> None:
+    """The store refuses writes for a while (HDFS in safe mode) while Kafka works: between
+    the retries of the renewal the reopen goes on, so commits can go again before the lapse."""
+    core = reading_core()  # renewals every 10/3, retries a failed write after 1 s
+    core.commits_lost()
+    assert core.next(3.4) == Write(1, frozenset({P}), "reading")
+    core.write_failed(fenced=False, now=3.4)
+    assert core.next(3.5) == OpenCommits(("A1", 1))  # not Wait: the retry is 1 s away
+    core.commits_opened(("A1", 1), 3.6)
+    assert core.next(3.7) == ReadClaims()
+    core.saw_claims({"A": core.written}, read_at=3.7)
+    assert core.next(3.8) == AllowCommits()
+    core.commits_allowed_now()
+    assert core.next(4.4) == Write(1, frozenset({P}), "reading")  # the retry, when it is due
+
+
 def test_a_query_that_ends_by_itself_ends_the_run_unless_the_lease_had_lapsed() -> None:
     core = reading_core()
     assert not core.query_ended(True, 9.0)  # at the deadline: a paused process's query timing out
