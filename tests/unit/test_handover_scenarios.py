@@ -584,6 +584,10 @@ def test_a_renewal_that_failed_and_waits_for_its_retry_does_not_hold_the_reopen_
     assert core.next(3.8) == AllowCommits()
     core.commits_allowed_now()
     assert core.next(4.4) == Write(1, frozenset({P}), "reading")  # the retry, when it is due
+    waiting = reading_core()
+    waiting.commits_lost()
+    waiting.write_failed(fenced=False, now=3.4)
+    assert waiting.next(waiting.retry_at) == Write(1, frozenset({P}), "reading")  # the retry is due from then on
 
 
 def test_a_query_that_ends_by_itself_ends_the_run_unless_the_lease_had_lapsed() -> None:
