@@ -281,6 +281,30 @@ class PlanFollower:
                 self.metrics_port = None
 
     def _run(self, until_drained: bool) -> RunSummary:
+        core, writer = self._begin(until_drained)
+        listener = commit_listener(self.committer, self._progress)
+        self.spark.streams.addListener(listener)
+        done = threading.Event()
+        guard = threading.Thread(target=self._guard, args=(core, done), name=f"lease-guard-{self.consumer}", daemon=True)
+        guard.start()
+        try:
+            outcome = self._loop(core, writer)
+        finally:
+            done.set()
+            self.spark.streams.removeListener(listener)
+            if self._query is not None:  # an error left it running: never read without a lease
+                self._query.stop()
+                self._query = None
+            writer.close()
+            if self._commit is not None:
+                self._commit.close()
+            if self._own_store:
+                self.store.close()
+        return self._summary(core, outcome)
+
+    def _begin(self, until_drained: bool) -> tuple[Handover, Any]:
+        """The plan, the group, our claim writer (it fences our zombie's claims), the state
+        machine and the committer: everything the loop needs before its first step."""
         plan = load_plan(self.store)
         consumer_entry(plan, self.consumer, self.store.uri)
         group = self.group or plan.get("group")
@@ -314,24 +338,10 @@ class PlanFollower:
                 timeout_ms=self.kafka_timeout_ms,
             )
         self._saw_plan(plan)
-        listener = commit_listener(self.committer, self._progress)
-        self.spark.streams.addListener(listener)
-        done = threading.Event()
-        guard = threading.Thread(target=self._guard, args=(core, done), name=f"lease-guard-{self.consumer}", daemon=True)
-        guard.start()
-        try:
-            outcome = self._loop(core, writer)
-        finally:
-            done.set()
-            self.spark.streams.removeListener(listener)
-            if self._query is not None:  # an error left it running: never read without a lease
-                self._query.stop()
-                self._query = None
-            writer.close()
-            if self._commit is not None:
-                self._commit.close()
-            if self._own_store:
-                self.store.close()
+        return core, writer
+
+    def _summary(self, core: Handover, outcome: Exit) -> RunSummary:
+        """The run's end: its summary, or the error it ends with."""
         if outcome.reason == "handover-timeout":
             detail = "; ".join(b.describe() for b in outcome.blockers) or "nobody released"
             error = HandoverTimeoutError(
