@@ -582,7 +582,12 @@ def test_an_old_owner_whose_final_commit_fails_keeps_its_claim_until_it_can_hand
         wait_until(lambda: first.started(1), 120, "A reads generation 1")
         mark = dict(producer.sent)
         wait_until(lambda: caught_up(bootstrap, group, topic, mark), 120, "A commits what it reads")
+        failed = first.follower.committer.failures
         broker_away.set()
+        # A must hold a batch it read and could not commit when it stops: without one its final
+        # commit has nothing to do, and it releases partition 1 as it should (slow triggers
+        # on a loaded machine made that happen)
+        wait_until(lambda: first.follower.committer.failures > failed, 120, "a batch of A is read and its commit fails")
         assert replan("A,B")["consumers"]["B"]["assign"] == {topic: [1]}
         first.thread.join(120)
         assert not first.thread.is_alive(), (  # what A's loop last did, should this ever happen
