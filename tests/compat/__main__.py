@@ -47,7 +47,7 @@ VENVS = REPO / ".venv-compat"
 OUT = REPO / "out" / "compat"
 
 PLANNER_TESTS = ("tests/spark",)
-CONSUMING_TESTS = ("tests/integration/test_follower.py",)
+CONSUMING_TESTS = ("tests/integration/test_follower.py", "tests/integration/test_handover_processes.py")
 
 
 @dataclass(frozen=True)
