@@ -108,9 +108,12 @@ def kafka_wait_ms(lease: float, given: int | None = None) -> int:
     start offsets) must return before the lease lapses, or a pipeline whose store stays
     reachable (a directory, HDFS) stops reading through every broker outage and reads again
     all it read since its last commit: a third of the lease between renewals, a quarter for
-    the wait, a twelfth for the pause after a failed reopen, and the margin (below a quarter)
-    leave a claim write room to land in time.
+    the step (a reopen splits it between the producer's bootstrap and ``init_transactions``),
+    a twelfth for the pause after a failed reopen, and the margin (below a quarter) leave a
+    claim write room to land in time. The same bound holds each step of a commit.
     """
+    if not lease > 0:
+        raise ValueError(f"lease must be positive, not {lease!r}")
     bound = int(lease * 1000 / 4)
     if given is None:
         return min(15000, bound)
@@ -281,7 +284,12 @@ class PlanFollower:
                 self.metrics_port = None
 
     def _run(self, until_drained: bool) -> RunSummary:
-        core, writer = self._begin(until_drained)
+        try:
+            core, writer = self._begin(until_drained)
+        except BaseException:
+            if self._own_store:
+                self.store.close()
+            raise
         listener = commit_listener(self.committer, self._progress)
         self.spark.streams.addListener(listener)
         done = threading.Event()
@@ -315,6 +323,14 @@ class PlanFollower:
             )
         self.group = group
         writer = self.store.claim_writer(self.consumer)  # fences our zombie's claims
+        try:
+            return self._prepare(writer, plan, group, until_drained), writer
+        except BaseException:
+            writer.close()
+            raise
+
+    def _prepare(self, writer: Any, plan: plan_io.Plan, group: str, until_drained: bool) -> Handover:
+        """The state machine, standing on what our claim writer found, and the committer."""
         core = Handover(
             self.consumer,
             writer.incarnation,
@@ -338,7 +354,7 @@ class PlanFollower:
                 timeout_ms=self.kafka_timeout_ms,
             )
         self._saw_plan(plan)
-        return core, writer
+        return core
 
     def _summary(self, core: Handover, outcome: Exit) -> RunSummary:
         """The run's end: its summary, or the error it ends with."""

@@ -100,16 +100,23 @@ def _producer(
 ) -> Any:  # pragma: no mutate block
     from kafka import KafkaProducer
 
-    return KafkaProducer(
-        bootstrap_servers=bootstrap_servers,
-        transactional_id=transactional_id,
-        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
-        request_timeout_ms=timeout_ms,
-        max_block_ms=timeout_ms,
-        bootstrap_timeout_ms=timeout_ms,  # kafka-python's constructor bootstraps eagerly: 30 s by default
-        client_id="spark-lag-assign-committer",
-        **dict(client_options),
-    )
+    # opening waits twice: the constructor's bootstrap (kafka-python's default: 30 s) and
+    # init_transactions (max_block_ms); half of ``timeout_ms`` each keeps the open within it
+    waits = {"request_timeout_ms": timeout_ms, "max_block_ms": timeout_ms // 2, "bootstrap_timeout_ms": timeout_ms // 2}
+    return KafkaProducer(**{
+        "client_id": "spark-lag-assign-committer",
+        **waits,
+        **dict(client_options),  # the cluster's settings may set any of those
+        "bootstrap_servers": bootstrap_servers,
+        "transactional_id": transactional_id,
+        "transaction_timeout_ms": TRANSACTION_TIMEOUT_MS,
+    })
+
+
+def _discard(producer: Any) -> None:  # pragma: no mutate block
+    """Close a producer at once once its ``init_transactions`` returned or failed: what it
+    still waits for is an answer nobody will use, and waiting would hold the follower's loop."""
+    producer.close(timeout=0)
 
 
 def fence(
@@ -132,7 +139,7 @@ def fence(
     except (KafkaError, OSError) as exc:
         raise _failed(f"fencing {transactional_id} failed", exc, [Acl("WRITE", "TransactionalId", transactional_id)]) from None
     finally:
-        producer.close(timeout=5)
+        _discard(producer)  # fenced or not, nothing it still waits for matters
 
 
 class FencedGroupCommit:
@@ -185,7 +192,7 @@ class FencedGroupCommit:
             try:
                 producer.init_transactions()
             except (KafkaError, OSError) as exc:
-                producer.close(timeout=5)
+                _discard(producer)
                 raise _failed(
                     f"opening the committer {self.transactional_id} failed", exc,
                     [Acl("WRITE", "TransactionalId", self.transactional_id)],

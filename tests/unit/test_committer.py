@@ -508,7 +508,7 @@ def test_a_producer_that_cannot_be_opened_says_why_and_is_closed(monkeypatch: py
         commit.open()
     assert denied.value.acls == (Acl("WRITE", "TransactionalId", "id"),)
     assert str(denied.value).startswith("opening the committer id failed: not authorized: grant WRITE on TransactionalId:id")
-    assert broker.closes == [5] and commit.lost  # the half-opened producer is closed, and none is kept
+    assert broker.closes == [0] and commit.lost  # the half-opened producer is closed at once, and none is kept
 
 
 def test_a_final_commit_refused_names_its_query_and_one_that_was_untracked_meanwhile_still_returns() -> None:

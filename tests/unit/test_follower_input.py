@@ -47,6 +47,9 @@ def test_the_loops_kafka_waits_fit_in_a_quarter_of_the_lease(tmp_path: Path) -> 
     assert kafka_wait_ms(120.0) == 15000  # at most 15 s
     assert kafka_wait_ms(10.0, 2500) == 2500
     assert follower(tmp_path).kafka_timeout_ms == 7500  # the follower's default lease is 30 s
+    for lease in (0.0, -1.0):
+        with pytest.raises(ValueError, match=r"^lease must be positive"):
+            kafka_wait_ms(lease)
     for given in (2501, 0, -1):
         with pytest.raises(ValueError, match=rf"^kafka_timeout_ms {given} must be above 0 and at most a quarter of the lease \(2500 ms for 10s\)"):
             kafka_wait_ms(10.0, given)
