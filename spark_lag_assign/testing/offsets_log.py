@@ -22,14 +22,35 @@ Records, as Kafka 4.x writes them (``group-coordinator/src/main/resources/common
 
 ``decode`` is pure (unit-tested in tests/unit/test_offsets_log.py); ``read_commits`` reads
 the log from a broker.
+
+When a commit took effect. A transactional commit is accepted in two steps: the coordinator
+appends it (``commitTimestamp``) as part of the producer's open transaction, and it becomes
+the group's offset only when a COMMIT marker of that producer id follows in the same
+partition of the log. Until then a fetch of the group's offsets still answers the previous
+one. The two are milliseconds apart, except when the marker is late: a broker that shut
+down between a transaction's ``PrepareCommit`` and its markers (Kafka completes it without
+them when the partition has no leader, as the only broker's partitions have none during
+its controlled shutdown) leaves the commit pending until that producer id's next marker,
+which may come much later and settles it either way. ``visible_at`` is the time of that
+marker, read from the broker's own segment files (``with_visibility``): record batches in
+the v2 format (``magic`` 2), whose header is ``baseOffset: int64, batchLength: int32,
+partitionLeaderEpoch: int32, magic: int8, crc: uint32, attributes: int16`` (bit 4:
+transactional, bit 5: control), ``lastOffsetDelta: int32, baseTimestamp: int64,
+maxTimestamp: int64, producerId: int64, producerEpoch: int16, baseSequence: int32,
+records: int32``; a control batch holds one record whose key is ``version: int16, type:
+int16`` (0 ABORT, 1 COMMIT).
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import struct
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from spark_lag_assign.consume.kafka_commit import parse_metadata
@@ -55,6 +76,14 @@ class OffsetCommit:
     metadata: str = ""
     committed_at: float = 0.0  # commitTimestamp: the broker's wall clock, in seconds
     leader_epoch: int = -1
+    #: when the group's offset became this one: the COMMIT marker of a transactional commit
+    #: (``with_visibility``; inf while none follows it), else None: at ``committed_at``
+    visible_at: float | None = None
+
+    @property
+    def effective_at(self) -> float:
+        """When a fetch of the group's offsets could first answer this commit."""
+        return self.committed_at if self.visible_at is None else max(self.visible_at, self.committed_at)
 
     @property
     def tp(self) -> tuple[str, int]:
@@ -168,6 +197,90 @@ def decode(position: tuple[int, int], key: bytes | None, value: bytes | None) ->
     return OffsetCommit(position, group, topic, partition, offset, metadata, timestamp / 1000.0, epoch)
 
 
+@dataclass(frozen=True)
+class RecordBatch:
+    """The header of one record batch in a segment file (and, for a control batch, its type)."""
+
+    base_offset: int
+    last_offset: int
+    max_timestamp: float  # seconds
+    producer_id: int
+    transactional: bool
+    control: str | None = None  # "COMMIT" or "ABORT" for a control batch
+
+
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # 61 bytes, the v2 layout above
+_CONTROL_TYPES = {0: "ABORT", 1: "COMMIT"}
+
+
+def decode_batches(data: bytes) -> Iterator[RecordBatch]:
+    """The record batches of a segment file's bytes, in order; a batch cut off at the end (a
+    segment being written) ends the iteration."""
+    at = 0
+    while at + _BATCH_HEADER.size <= len(data):
+        base, length, _epoch, magic, _crc, attributes, last_delta, _first_ts, max_ts, pid, _pepoch, _seq, count = (
+            _BATCH_HEADER.unpack_from(data, at)
+        )
+        end = at + 12 + length
+        if end > len(data):
+            return
+        if magic != 2:
+            raise DecodeError(f"a record batch at {base} has magic {magic}, not 2")
+        control = None
+        if attributes & 0x20:
+            if count != 1:
+                raise DecodeError(f"a control batch at {base} holds {count} records, not 1")
+            r = _Reader(data[at + _BATCH_HEADER.size : end])
+            r.uvarint()  # the record's length (a zigzag varint, small and positive)
+            r.take(1)  # attributes
+            r.uvarint()  # timestampDelta, offsetDelta: zigzag varints, not needed
+            r.uvarint()
+            key_length = r.uvarint() >> 1
+            key = _Reader(r.take(key_length))
+            key.int16()  # version
+            kind = key.int16()
+            if kind not in _CONTROL_TYPES:
+                raise DecodeError(f"a control record at {base} has type {kind}")
+            control = _CONTROL_TYPES[kind]
+        yield RecordBatch(base, base + last_delta, max_ts / 1000.0, pid, bool(attributes & 0x10), control)
+        at = end
+
+
+def with_visibility(commits: Iterable[OffsetCommit], data_dir: str | Path) -> list[OffsetCommit]:
+    """``commits`` with ``visible_at`` set from the segment files of a broker's log directory
+    (``data_dir``, holding ``__consumer_offsets-<n>/``): for a transactional commit, the time
+    of the first COMMIT marker of its producer id after it in its partition of the log."""
+    commits = list(commits)
+    out: dict[tuple[int, int], OffsetCommit] = {}
+    for partition in sorted({c.position[0] for c in commits}):
+        batches = sorted(
+            (
+                b
+                for segment in (Path(data_dir) / f"{TOPIC}-{partition}").glob("*.log")
+                for b in decode_batches(segment.read_bytes())
+            ),
+            key=lambda b: b.base_offset,
+        )
+        starts = [b.base_offset for b in batches]
+        markers: dict[int, list[RecordBatch]] = defaultdict(list)  # producer id -> its control batches, in log order
+        for b in batches:
+            if b.control:
+                markers[b.producer_id].append(b)
+        for c in (c for c in commits if c.position[0] == partition):
+            at = bisect.bisect_right(starts, c.position[1]) - 1
+            if at < 0 or batches[at].last_offset < c.position[1]:
+                raise DecodeError(f"no batch of {TOPIC}-{partition} in {data_dir} holds offset {c.position[1]}")
+            mine = batches[at]
+            if not mine.transactional:
+                out[c.position] = c
+                continue
+            theirs = markers[mine.producer_id]
+            later = bisect.bisect_right([m.base_offset for m in theirs], c.position[1])
+            settled = theirs[later].max_timestamp if later < len(theirs) and theirs[later].control == "COMMIT" else math.inf
+            out[c.position] = replace(c, visible_at=settled)
+    return [out[c.position] for c in commits]
+
+
 def of_group(commits: Iterable[OffsetCommit], group: str) -> list[OffsetCommit]:
     """A group's commits in log order (a group lives in one partition of the log)."""
     return sorted((c for c in commits if c.group == group), key=lambda c: c.position)
@@ -210,4 +323,7 @@ def read_commits(
         consumer.close()
 
 
-__all__ = ["TOPIC", "DecodeError", "OffsetCommit", "decode", "decode_key", "decode_value", "of_group", "read_commits"]
+__all__ = [
+    "TOPIC", "DecodeError", "OffsetCommit", "RecordBatch", "decode", "decode_batches", "decode_key", "decode_value",
+    "of_group", "read_commits", "with_visibility",
+]  # fmt: skip

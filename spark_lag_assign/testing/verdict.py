@@ -390,9 +390,10 @@ def duplicates(
     the copy before it (never twice within one query), and:
 
     - D: the earlier stint read that offset at or past its last accepted commit: no commit of
-      the earlier reader's consumer and generation that the broker accepted (``commits``, the
-      ``__consumer_offsets`` log) before the later stint began reading the partition lies
-      beyond the offset; unless the later stint is a restart on the earlier's checkpoint
+      the earlier reader's consumer and generation that had taken effect (``commits``, the
+      ``__consumer_offsets`` log; ``OffsetCommit.effective_at``: a transactional commit at its
+      COMMIT marker) before the later stint began reading the partition lies beyond the
+      offset; unless the later stint is a restart on the earlier's checkpoint
       that re-ran the same batch (``rerun``, counted in ``reruns``);
     - the offsets that later stints read again of one earlier stint come from at most
       ``allowance[stint]`` of its batches (default one, ``reread_allowance``), hence number at
@@ -404,7 +405,7 @@ def duplicates(
     for c in commits:
         who = c.by
         if who is not None and c.offset is not None:
-            accepted[(who[0], who[1], c.tp)].append((c.committed_at, c.offset))
+            accepted[(who[0], who[1], c.tp)].append((c.effective_at, c.offset))
     by_tp: dict[TopicPartition, list[SinkRecord]] = defaultdict(list)
     for r in records:
         by_tp[r.tp].append(r)

@@ -426,7 +426,7 @@ def test_three_pipelines_on_a_standalone_cluster_hand_partitions_over_safely(
         assert statuses == {"A": 0, "B": 0, "C": 0}, statuses
 
         # -- the verdict: the sinks' records and the broker's log of commits
-        v = judge(s, s.group, s.sink, ends, seeded, LEASE, [g1, g2, g3, g4], sampler)
+        v = judge(s, s.group, s.sink, ends, seeded, LEASE, [g1, g2, g3, g4], sampler, kafka)
         staged, figures = pause_findings(v, s, pause, "B", a_summary)
         during = [q for q in v.queries if q.ended == "lapse" and outage_from <= q.live_end <= outage_from + down_total + LEASE]
         apps = [a for a in cluster.applications()

@@ -192,7 +192,7 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
         sampler.join(10)
         assert (b_status, fencer_status) == (0, 0)
 
-        v = judge(s, GROUP, SINK, ends, seeded, LEASE, [g1, g2], sampler)
+        v = judge(s, GROUP, SINK, ends, seeded, LEASE, [g1, g2], sampler, kafka_acl)
         staged, figures = pause_findings(v, s, pause, "B", a_summary)
         v.notes += figures
         fencer_log = s.fencer.log_text()

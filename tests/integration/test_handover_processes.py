@@ -112,7 +112,8 @@ def test_namespaces_keep_their_tmp_to_themselves(tmp_path: Path) -> None:
 
 def test_the_brokers_log_shows_every_accepted_commit_and_no_aborted_one(kafka: LocalKafka) -> None:
     """``offsets_log`` against the real broker: a plain commit, two fenced-id commits, and a
-    transactional commit that was aborted, which a read_committed reader must not see."""
+    transactional commit that was aborted, which a read_committed reader must not see; and
+    when each took effect, from the broker's segment files."""
     from kafka import KafkaProducer
     from kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -138,6 +139,10 @@ def test_the_brokers_log_shows_every_accepted_commit_and_no_aborted_one(kafka: L
     found = [(c.tp, c.offset, c.by) for c in offsets_log.read_commits(bootstrap, group)]
     mine = ("A", 3)
     assert found == [((topic, 0), 0, None), ((topic, 1), 0, None), ((topic, 0), 5, mine), ((topic, 0), 6, mine), ((topic, 1), 7, mine)]
+    # the fenced-id commits took effect at their COMMIT markers, moments later; the plain ones when appended
+    seen = offsets_log.with_visibility(offsets_log.read_commits(bootstrap, group), kafka.workdir / "data")
+    assert [c.visible_at is None for c in seen] == [True, True, False, False, False]
+    assert all(0 <= c.effective_at - c.committed_at < 5 for c in seen), [c.describe() for c in seen]
 
 
 # -- the scenario's moving parts -----------------------------------------------------------------
@@ -605,20 +610,25 @@ class Verdict:
             f"batches read again per earlier query: {sorted(set(d.batches_again.values()))}",
             f"  commits in the broker's log {len(self.commits)}: backwards {len(self.backwards)}, unknown {len(self.unknown)}, "
             f"stale {len(self.stale)}, after a fence {len(self.after_fence)}; sampled backwards {len(self.sampled_backwards)}",
+            f"  commits that took effect over 1 s after the broker accepted them (a late COMMIT marker): "
+            f"{sum(c.effective_at - c.committed_at > 1 for c in self.commits)}",
             *self.notes,
         ]
 
 
 def judge(
     s: ProcessScenario, group: str, sink: str, ends: dict[TP, int], seeded: tuple[int, int], lease: float,
-    generations: Sequence[int], sampler: CommitSampler,
+    generations: Sequence[int], sampler: CommitSampler, broker: LocalKafka,
 ) -> Verdict:  # fmt: skip
+    """The verdict from the sinks, the pipelines' events and the broker's log of commits; when
+    each transactional commit took effect comes from ``broker``'s own segment files."""
     login = s.client_options
     records = [verdict.parse_record(v) for v in read_committed(s.bootstrap, sink, login)]
     markers = dict(verdict.parse_marker(v) for v in read_committed(s.bootstrap, app.markers_topic(sink), login))
     batches = verdict.batches_of(records, markers)
     queries = s.queries(lease)
     commits = [c for c in offsets_log.read_commits(s.bootstrap, group, client_options=login) if c.position > seeded]
+    commits = offsets_log.with_visibility(commits, broker.workdir / "data")
     late, late_problems = verdict.late_batches(batches, queries)
     late_keys = {b.key for found in late.values() for b in found}
     last_logged: dict[TP, int] = {}
@@ -834,7 +844,7 @@ def test_three_pipelines_in_their_own_namespaces_hand_partitions_over_safely(
         assert statuses == {"A": 0, "B": 0, "C": 0}, statuses
 
         # -- the verdict: the sinks' records and the broker's log of commits
-        v = judge(s, GROUP, SINK, ends, seeded, LEASE, [g1, g2, g3, g4, g5], sampler)
+        v = judge(s, GROUP, SINK, ends, seeded, LEASE, [g1, g2, g3, g4, g5], sampler, kafka)
         staged, figures = pause_findings(v, s, pause, "B", a_summary)
         during = [q for q in v.queries if q.ended == "lapse" and outage_from <= q.live_end <= outage_from + down_total + LEASE]
         v.notes += figures

@@ -5,6 +5,7 @@ late batch, duplicate, backwards, stale or fenced commit planted for it."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -319,6 +320,16 @@ def test_reading_again_what_the_earlier_reader_had_committed_breaks_d() -> None:
     accepted = [commit(1, 5, "A", 1, at=0.8), commit(2, 8, "A", 1, at=1.8)]  # B started behind A's commit of 8
     d = duplicates(records, 10, commits=accepted)
     assert len(d.violations) == 3 and all(v.startswith("D: t1-0@") and "commit of 8 under generation 1" in v for v in d.violations)
+
+
+def test_a_transactional_commit_counts_from_its_commit_marker() -> None:
+    # B's commit of 8 was appended at 1.8 but its COMMIT marker came only at 9.5 (a broker that
+    # shut down between the two): until then the group still showed 5, where B began at 9.0
+    records = rec("B", "b", 4, 1, 1.0, range(5, 8)) + rec("B", "b+1", 4, 0, 9.0, range(5, 12))
+    late = [commit(1, 5, "B", 4, at=0.8), replace(commit(2, 8, "B", 4, at=1.8), visible_at=9.5)]
+    assert duplicates(records, 10, commits=late).violations == []
+    settled = [commit(1, 5, "B", 4, at=0.8), replace(commit(2, 8, "B", 4, at=1.8), visible_at=1.9)]
+    assert len(duplicates(records, 10, commits=settled).violations) == 3
 
 
 def test_a_commit_accepted_after_the_later_reader_began_is_not_what_it_started_from() -> None:

@@ -4,10 +4,20 @@ key types that are not offsets, deletions, and records that do not follow the sc
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import pytest
 
-from spark_lag_assign.testing.offsets_log import DecodeError, OffsetCommit, decode, decode_key, decode_value, of_group
+from spark_lag_assign.testing.offsets_log import (
+    DecodeError,
+    OffsetCommit,
+    decode,
+    decode_batches,
+    decode_key,
+    decode_value,
+    of_group,
+    with_visibility,
+)
 
 
 def string(text: str) -> bytes:
@@ -107,3 +117,61 @@ def test_a_group_is_picked_out_in_log_order() -> None:
     other = decode((0, 5), key(1, "h"), value(3))
     assert a is not None and b is not None and other is not None
     assert of_group([a, other, b], "g") == [b, a]
+
+
+# -- record batches of a segment file, and when a transactional commit took effect
+
+
+def batch(base: int, n: int, ts_ms: int, pid: int = -1, *, transactional: bool = False, control: int | None = None) -> bytes:
+    """A v2 record batch of ``n`` records (a control batch: one record whose key is ``control``);
+    the records' bodies are opaque to ``decode_batches`` beyond a control record's key."""
+    attributes = (0x10 if transactional else 0) | (0x20 if control is not None else 0)
+    if control is not None:
+        key = struct.pack(">hh", 0, control)
+        body = b"\x00" + uvarint(0) + uvarint(0) + uvarint(2 * len(key)) + key + uvarint(2 * 6) + bytes(6) + uvarint(0)
+        records = uvarint(2 * len(body)) + body
+        n = 1
+    else:
+        records = bytes(10 * n)
+    header_rest = struct.pack(">ibIhiqqqhii", 0, 2, 0, attributes, n - 1, ts_ms, ts_ms, pid, 0, 0, n)
+    return struct.pack(">qi", base, len(header_rest) + len(records)) + header_rest + records
+
+
+def test_batches_and_control_markers_are_read_from_segment_bytes() -> None:
+    data = batch(0, 2, 1_000) + batch(2, 2, 2_000, 7, transactional=True) + batch(4, 1, 2_500, 7, transactional=True, control=1)
+    data += batch(5, 1, 3_000, 9, transactional=True, control=0) + batch(6, 3, 4_000)[:-5]  # the last one is cut off
+    found = list(decode_batches(data))
+    assert [(b.base_offset, b.last_offset, b.producer_id, b.transactional, b.control) for b in found] == [
+        (0, 1, -1, False, None), (2, 3, 7, True, None), (4, 4, 7, True, "COMMIT"), (5, 5, 9, True, "ABORT"),
+    ]  # fmt: skip
+    assert found[2].max_timestamp == 2.5
+
+
+def test_a_batch_in_another_format_is_refused() -> None:
+    data = bytearray(batch(0, 1, 1_000))
+    data[16] = 1  # magic
+    with pytest.raises(DecodeError, match="magic 1"):
+        list(decode_batches(bytes(data)))
+
+
+def test_a_transactional_commit_takes_effect_at_its_producers_next_commit_marker(tmp_path: Path) -> None:
+    # pid 7 appends at 1-2 (t=2 s) and again at 5 (t=6 s); its first marker (t=9 s) settles both;
+    # the plain commit at 0 takes effect when appended; pid 8's commit was aborted then none follows
+    log = tmp_path / "__consumer_offsets-0"
+    log.mkdir()
+    (log / "00000000000000000000.log").write_bytes(
+        batch(0, 1, 1_000) + batch(1, 2, 2_000, 7, transactional=True) + batch(3, 1, 3_000, 8, transactional=True)
+        + batch(4, 1, 3_500, 8, transactional=True, control=0)
+    )  # fmt: skip
+    (log / "00000000000000000005.log").write_bytes(
+        batch(5, 1, 6_000, 7, transactional=True) + batch(6, 1, 9_000, 7, transactional=True, control=1)
+        + batch(7, 1, 9_500, 8, transactional=True)
+    )  # fmt: skip
+    commits = [
+        OffsetCommit((0, o), "g", "t", 0, 10 + o, META, at) for o, at in [(0, 1.0), (1, 2.0), (2, 2.0), (5, 6.0), (7, 9.5)]
+    ]
+    seen = with_visibility(commits, tmp_path)
+    assert [c.visible_at for c in seen] == [None, 9.0, 9.0, 9.0, float("inf")]
+    assert [c.effective_at for c in seen] == [1.0, 9.0, 9.0, 9.0, float("inf")]
+    with pytest.raises(DecodeError, match="holds offset 12"):
+        with_visibility([OffsetCommit((0, 12), "g", "t", 0, 1, META, 1.0)], tmp_path)
