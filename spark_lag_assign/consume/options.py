@@ -21,6 +21,7 @@ import pandas as pd
 
 from spark_lag_assign.core.lag import check_reset, lag_columns
 from spark_lag_assign.errors import InputError, KafkaReadError
+from spark_lag_assign.plan.build import compact_json
 
 TopicPartition = tuple[str, int]
 Offsets = dict[TopicPartition, int]
@@ -98,7 +99,7 @@ def parse_source_offsets(text: str | None) -> Offsets:
 
 def offsets_json(offsets: Mapping[str, Mapping[str, int]]) -> str:
     """A ``startingOffsets`` object as the exact string the Kafka source takes."""
-    return json.dumps({t: dict(ps) for t, ps in offsets.items()}, separators=(",", ":"), sort_keys=True)
+    return compact_json({t: dict(ps) for t, ps in offsets.items()}, sort_keys=True)
 
 
 def starting_offsets(

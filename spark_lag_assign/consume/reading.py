@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ class AssignedStream:
 
     @property
     def assign_json(self) -> str:
-        return json.dumps(self.assign, separators=(",", ":"))
+        return plan_io.compact_json(self.assign)
 
     @property
     def partitions(self) -> list[TopicPartition]:
@@ -117,7 +116,7 @@ def stream_for(
         reader = reader.option(key, value)
     assign = {t: list(ps) for t, ps in entry["assign"].items()}
     df = (
-        reader.option("assign", json.dumps(assign, separators=(",", ":")))
+        reader.option("assign", plan_io.assign_json(entry))
         .option("startingOffsets", chosen if isinstance(chosen, str) else offsets_json(chosen))
         .load()
     )

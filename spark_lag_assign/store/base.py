@@ -57,6 +57,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign.errors import NotAuthorizedError, PlanError, SparkLagAssignError
+from spark_lag_assign.plan.build import compact_json
 
 if TYPE_CHECKING:
     from spark_lag_assign.plan.build import Plan
@@ -133,7 +134,7 @@ class ClaimRecord:
         return out
 
     def to_json(self) -> str:
-        return json.dumps(
+        return compact_json(
             {
                 "consumer": self.consumer,
                 "incarnation": self.incarnation,
@@ -148,7 +149,6 @@ class ClaimRecord:
                 "pid": self.pid or os.getpid(),
                 "written": self.written or _now(),
             },
-            separators=(",", ":"),
             sort_keys=True,
         )
 

@@ -4,13 +4,12 @@ plan's records (see ``spark_lag_assign.store.kafka``)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import socket
 from collections.abc import Iterable
 from typing import Any
 
-from spark_lag_assign.plan.build import Plan
+from spark_lag_assign.plan.build import Plan, compact_json
 from spark_lag_assign.store.base import (
     StoreError,
     _now,
@@ -94,7 +93,7 @@ def _digest(records: Iterable[tuple[str, bytes]]) -> str:
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+    return compact_json(value).encode()
 
 
 def encode_plan(plan: Plan) -> tuple[list[tuple[str, bytes]], tuple[str, bytes]]:

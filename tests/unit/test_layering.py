@@ -386,3 +386,15 @@ def test_an_upward_import_is_found_even_inside_a_function() -> None:
         "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark",
         "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark.job",
     ]
+
+
+def test_the_plan_json_is_written_by_one_encoder() -> None:
+    """The plan's fields, the Kafka source's options and the stores' records are all
+    ``plan.build.compact_json``'s text: no other library module writes compact JSON of its own
+    (``sparkcompat`` re-writes Spark's own progress, a lower layer than the plan)."""
+    writers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "testing" not in path.parts and 'separators=(",", ":")' in path.read_text()
+    )
+    assert writers == ["plan/build.py", "sparkcompat.py"]
