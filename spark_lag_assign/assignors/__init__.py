@@ -6,7 +6,7 @@ turns a DataFrame of lags into owners and back (``frontend``), whose public name
 re-exported here. Nothing here imports Spark or talks to Kafka.
 """
 
-from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.assignors.base import GroupProblem, Strategy
 from spark_lag_assign.assignors.frontend import (
     ASSIGNMENT_COLUMNS,
     DEFAULT_STRATEGY,
@@ -31,7 +31,6 @@ __all__ = [
     "STRATEGIES",
     "GroupProblem",
     "Strategy",
-    "TopicProblem",
     "assign",
     "get_strategy",
     "owners",

@@ -1,13 +1,13 @@
 """The shapes every assignor shares: a problem in plain arrays, and the strategy record.
 
-An assignor never sees Spark, Kafka or pandas: it gets a ``TopicProblem`` (one topic) or a
-``GroupProblem`` (the whole group) and returns the owner of each row, aligned with the
-problem's rows. ``spark_lag_assign.assignors.assign`` builds the problems from DataFrames,
-validates, and checks the invariants of the result.
+An assignor never sees Spark, Kafka or pandas: it gets a ``GroupProblem`` (every partition
+of the topics it is given) and returns the owner of each row as a consumer code, aligned
+with the problem's rows. ``spark_lag_assign.assignors.assign`` builds the problems from
+DataFrames, validates, and checks the invariants of the result.
 
-A ``GroupProblem`` also carries its rows as integer codes (``codes()``): the front end builds
-them once while validating, and an assignor that works on codes (``Strategy.assign_codes``)
-returns consumer codes, so a million partitions never turn into a million strings on the way.
+A ``GroupProblem`` carries its rows as integer codes (``codes()``): the front end builds
+them once while validating, and every assignor (``Strategy.assign_codes``) returns consumer
+codes, so a million partitions never turn into a million strings on the way.
 """
 
 from __future__ import annotations
@@ -20,18 +20,6 @@ from typing import Any, Literal
 import numpy as np
 
 from spark_lag_assign.core.subscriptions import SubscriptionIndex, run_starts
-
-
-@dataclass(frozen=True)
-class TopicProblem:
-    """One topic: its partitions (ascending), their lags, and its subscribers (sorted)."""
-
-    topic: str
-    partitions: np.ndarray  # int64, ascending
-    lags: np.ndarray  # int64, >= 0, aligned with partitions
-    consumers: Sequence[str]  # the topic's subscribers, sorted, never empty
-    previous: Sequence[str | None] = ()  # previous owner per partition (a current subscriber) or None
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -167,25 +155,24 @@ class GroupProblem:
         return {str(t): lists[k] for t, k in zip(index.topics, index.topic_class.tolist()) if k >= 0}
 
 
-TopicAssignor = Callable[[TopicProblem], Sequence[str]]
-GroupAssignor = Callable[[GroupProblem], Sequence[str]]
 #: the owner of every row of the group as a consumer code of ``problem.codes().index``
 CodeAssignor = Callable[[GroupProblem], np.ndarray]
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """A named assignor. ``scope="topic"`` runs once per topic (Spark: one applyInPandas group
-    per topic); ``scope="group"`` needs the whole group at once (Spark: one global stage)."""
+    """A named assignor: one function, ``assign_codes(problem) -> owners``, codes in and codes
+    out, which the DataFrame ``assign``, the Spark stage and the kafka-python plugin all call
+    (through ``frontend.run_codes``). ``scope="topic"``: the rule looks at one topic at a time,
+    so any set of whole topics is a problem of its own (Spark: one applyInPandas group per
+    bucket of topics); ``scope="group"``: it needs the whole group at once (one global stage).
+    The rules as their sources state them, topic by topic, are the tests' oracles
+    (``tests/oracles.py``)."""
 
     name: str
     scope: Literal["topic", "group"]
     summary: str
-    assign_topic: TopicAssignor | None = None
-    assign_group: GroupAssignor | None = None
-    #: the same rule on codes, for the whole group at once: the pure path's fast form. A
-    #: per-topic strategy may have one too; it must agree with ``assign_topic`` topic by topic
-    assign_codes: CodeAssignor | None = None
+    assign_codes: CodeAssignor
     options: tuple[str, ...] = ()
     uses_previous: bool = False
     uses_seed: bool = False

@@ -143,14 +143,15 @@ def consumer_rates(read: Mapping[str, float], consumers: list[str]) -> np.ndarra
     return np.asarray([read[c] for c in consumers], dtype=np.float64)
 
 
-def assign_group(problem: GroupProblem) -> list[str]:
+def assign_codes(problem: GroupProblem) -> np.ndarray:
+    """The owner of each row as a consumer code (``problem.consumers`` is sorted: code order)."""
     opts = options(problem.options)
     consumers = list(problem.consumers)
     if len(problem.partitions) == 0:
-        return []
+        return np.zeros(0, dtype=np.int64)
     plain = problem.replace(options={"tolerance": opts.margin, "max_swaps": opts.max_swaps})
     if opts.read is None:
-        return lagsticky.assign_group(plain)
+        return lagsticky.assign_codes(plain)
     speed = consumer_rates(opts.read, consumers)
     produce = np.zeros(len(problem.partitions))
     if opts.produce is not None and len(opts.produce):
@@ -158,9 +159,8 @@ def assign_group(problem: GroupProblem) -> list[str]:
         topic = codes.index.topic_codes(opts.produce["topic"])
         produce = rates_mod.produce_by_code(opts.produce, topic, codes.row_topic, problem.partitions)
     if not produce.any() and np.all(speed == speed[0]):
-        return lagsticky.assign_group(plain)  # time is lag over a constant
-    names = np.asarray(consumers, dtype=object)
-    return names[_plan(problem, consumers, speed, produce, opts)].tolist()
+        return lagsticky.assign_codes(plain)  # time is lag over a constant
+    return _plan(problem, consumers, speed, produce, opts)
 
 
 def makespan(owner: np.ndarray, lags: np.ndarray, produce: np.ndarray, speed: np.ndarray) -> tuple[float, float]:
@@ -385,7 +385,7 @@ STRATEGY = Strategy(
     "drain",
     "group",
     "minimises the largest time to drain from read and produce rates; count-balanced, sticky",
-    assign_group=assign_group,
+    assign_codes=assign_codes,
     options=(*DEFAULTS, *RATE_OPTIONS),
     uses_previous=True,
 )

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.assignors import drain, lagbased, lagsticky, range as range_, roundrobin, shuffle, sticky
-from spark_lag_assign.assignors.base import Encoded, GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.assignors.base import Encoded, GroupProblem, Strategy
 from spark_lag_assign.core.invariants import check_owner_codes
 from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
 from spark_lag_assign.core.previous import check_previous, previous_codes
@@ -382,41 +382,13 @@ def _by_owner(owner: np.ndarray, n_consumers: int) -> tuple[np.ndarray, np.ndarr
 
 
 def run(spec: Strategy, problem: GroupProblem) -> list[str]:
-    """The owner of each row of ``problem`` under ``spec``; per topic or for the whole group."""
-    if spec.assign_codes is not None:
-        return problem.codes().index.names[run_codes(spec, problem)].tolist()
-    if spec.scope == "group":
-        assert spec.assign_group is not None
-        owners = list(spec.assign_group(problem))
-    else:
-        assert spec.assign_topic is not None
-        subscribers = problem.subscribers()
-        previous = np.asarray(problem.previous, dtype=object) if len(problem.previous) else None
-        owners = []
-        for topic, rows in problem.topic_slices():
-            owners.extend(
-                spec.assign_topic(
-                    TopicProblem(
-                        topic=topic,
-                        partitions=problem.partitions[rows],
-                        lags=problem.lags[rows],
-                        consumers=subscribers[topic],
-                        previous=[] if previous is None else list(previous[rows]),
-                        seed=problem.seed,
-                    )
-                )
-            )
-    if len(owners) != len(problem.partitions):
-        raise AssertionError(f"strategy {spec.name} returned {len(owners)} owners for {len(problem.partitions)} rows")
-    return owners
+    """The owner of each row of ``problem`` under ``spec``, as consumer ids."""
+    return problem.codes().index.names[run_codes(spec, problem)].tolist()
 
 
 def run_codes(spec: Strategy, problem: GroupProblem) -> np.ndarray:
-    """``run`` as consumer codes of ``problem.codes().index`` (-1 for an id not in the group)."""
-    if spec.assign_codes is not None:
-        codes = np.asarray(spec.assign_codes(problem), dtype=np.int64)
-    else:
-        codes = problem.codes().index.consumer_codes(np.asarray(run(spec, problem), dtype=object))
+    """The owner of each row of ``problem`` under ``spec``: consumer codes of ``problem.codes().index``."""
+    codes = np.asarray(spec.assign_codes(problem), dtype=np.int64)
     if len(codes) != len(problem.partitions):
         raise AssertionError(f"strategy {spec.name} returned {len(codes)} owners for {len(problem.partitions)} rows")
     return codes
@@ -428,7 +400,6 @@ __all__ = [
     "STRATEGIES",
     "GroupProblem",
     "Strategy",
-    "TopicProblem",
     "assign",
     "get_strategy",
     "owners",

@@ -12,8 +12,8 @@ therefore differ by at most one. Seed 000: C0, C1 and t0 with lags 100,000 / 50,
 Totals restart for every topic, so with many topics the biggest partitions of each topic
 all go to the same first consumer; ``lag-sticky`` balances across the whole group.
 
-``assign_topic`` is the rule as the seeds state it (a heap per topic), kept as the reference.
-``assign_codes`` is the same rule for the whole group at once, on arrays. In a topic with
+The rule as the seeds state it (a heap per topic) is the tests' oracle
+(``tests/oracles.py``). ``assign_codes`` is the same rule for the whole group at once, on arrays. In a topic with
 ``n`` subscribers, take its partitions in the order above; the one at position ``j`` falls in
 round ``j // n``, at slot ``j % n``. In round 0 every count and total is 0, so slot ``s``
 goes to the ``s``-th subscriber by id. At the start of round ``r >= 1`` every subscriber has
@@ -31,23 +31,8 @@ import heapq
 
 import numpy as np
 
-from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.assignors.base import GroupProblem, Strategy
 from spark_lag_assign.core.limits import INT64_LIMIT
-
-
-def assign_topic(problem: TopicProblem) -> list[str]:
-    lags = problem.lags
-    # stable sort on -lag keeps ascending partition order among equal lags
-    order = np.argsort(-lags, kind="stable")
-    heap = [(0, 0, consumer) for consumer in problem.consumers]  # (count, lag, id)
-    heapq.heapify(heap)
-    owners: list[str] = [""] * len(lags)
-    for row in order.tolist():
-        count, total, consumer = heap[0]
-        owners[row] = consumer
-        heapq.heapreplace(heap, (count + 1, total + int(lags[row]), consumer))
-    return owners
-
 
 #: a round of the vectorised rule must hand out at least this many partitions (active topics
 #: x subscribers); topics whose later rounds would not are left to the heap (``_heap``)
@@ -144,7 +129,7 @@ def _rounds(
 
 
 def _heap(ranked: np.ndarray, members: np.ndarray) -> np.ndarray:
-    """``assign_topic`` on codes: the owner of each partition of one topic, given in the
+    """The seeds' heap on codes: the owner of each partition of one topic, given in the
     order of the rule (decreasing lag, ties by partition), among ``members`` (ascending codes)."""
     heap = [(0, 0, int(consumer)) for consumer in members.tolist()]  # (count, lag, code)
     heapq.heapify(heap)
@@ -157,6 +142,5 @@ def _heap(ranked: np.ndarray, members: np.ndarray) -> np.ndarray:
 
 
 STRATEGY = Strategy(
-    "lag", "topic", "the seeds' LagBasedPartitionAssignor: per topic, by decreasing lag", assign_topic=assign_topic,
-    assign_codes=assign_codes,
+    "lag", "topic", "the seeds' LagBasedPartitionAssignor: per topic, by decreasing lag", assign_codes=assign_codes,
 )

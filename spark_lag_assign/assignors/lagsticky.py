@@ -151,6 +151,6 @@ def assign_group(problem: GroupProblem) -> list[str]:
 
 
 STRATEGY = Strategy(
-    "lag-sticky", "group", "count-balanced, lag-balanced across the group, sticky", assign_group=assign_group,
-    assign_codes=assign_codes, options=tuple(DEFAULTS), uses_previous=True,
+    "lag-sticky", "group", "count-balanced, lag-balanced across the group, sticky", assign_codes=assign_codes,
+    options=tuple(DEFAULTS), uses_previous=True,
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark_lag_assign.assignors.base import GroupProblem, Strategy, TopicProblem
+from spark_lag_assign.assignors.base import GroupProblem, Strategy
 
 
 def _blocks(n_partitions: int, n_consumers: int) -> np.ndarray:
@@ -28,11 +28,6 @@ def _blocks(n_partitions: int, n_consumers: int) -> np.ndarray:
     counts = np.full(n_consumers, per_consumer, dtype=np.int64)
     counts[:extra] += 1
     return counts
-
-
-def assign_topic(problem: TopicProblem) -> list[str]:
-    consumers = np.asarray(problem.consumers, dtype=object)
-    return np.repeat(consumers, _blocks(len(problem.partitions), len(consumers))).tolist()
 
 
 def assign_codes(problem: GroupProblem) -> np.ndarray:
@@ -78,6 +73,5 @@ def _by_formula(problem: GroupProblem, starts: np.ndarray, sizes: np.ndarray, cl
 
 
 STRATEGY = Strategy(
-    "range", "topic", "Kafka's RangeAssignor: per topic, consecutive blocks", assign_topic=assign_topic,
-    assign_codes=assign_codes,
+    "range", "topic", "Kafka's RangeAssignor: per topic, consecutive blocks", assign_codes=assign_codes,
 )

@@ -32,8 +32,8 @@ Within one topic the rules reduce to: start at the first subscriber at or after 
 pointer, then give consecutive partitions to consecutive subscribers (circularly). Over
 consecutive topics with the same subscribers the ring simply carries on, so the code takes
 one numpy step per run of such topics: one step for the whole group when every consumer
-reads every topic (row i goes to consumer i mod C). ``ring_walk`` is the rule topic by
-topic, kept as the reference the tests hold the fast path to.
+reads every topic (row i goes to consumer i mod C). The rule walked topic by topic is the
+tests' oracle (``tests/oracles.py``).
 """
 
 from __future__ import annotations
@@ -70,24 +70,6 @@ def assign_group(problem: GroupProblem) -> list[str]:
     return problem.codes().index.names[assign_codes(problem)].tolist()
 
 
-def ring_walk(problem: GroupProblem) -> list[str]:
-    """The rule topic by topic, for any subscriptions (the reference for ``assign_codes``)."""
-    consumers = sorted(problem.consumers)
-    subscribers = problem.subscribers()
-    position = {c: i for i, c in enumerate(consumers)}
-    owners = np.empty(len(problem.partitions), dtype=np.int64)
-    pointer = 0
-    for topic, rows in problem.topic_slices():
-        # positions in the sorted consumer list, so searchsorted finds the next subscriber on the ring
-        ring = np.asarray(sorted(position[c] for c in subscribers[topic]), dtype=np.int64)
-        first = int(np.searchsorted(ring, pointer)) % len(ring)
-        count = rows.stop - rows.start
-        owners[rows] = ring[(first + np.arange(count)) % len(ring)]
-        pointer = (int(owners[rows.stop - 1]) + 1) % len(consumers)
-    return np.asarray(consumers, dtype=object)[owners].tolist()
-
-
 STRATEGY = Strategy(
-    "roundrobin", "group", "Kafka's RoundRobinAssignor: one ring over all partitions", assign_group=assign_group,
-    assign_codes=assign_codes,
+    "roundrobin", "group", "Kafka's RoundRobinAssignor: one ring over all partitions", assign_codes=assign_codes,
 )

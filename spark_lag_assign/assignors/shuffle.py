@@ -28,7 +28,7 @@ import hashlib
 
 import numpy as np
 
-from spark_lag_assign.assignors.base import Strategy, TopicProblem
+from spark_lag_assign.assignors.base import GroupProblem, Strategy
 
 
 def topic_rng(seed: int, topic: str) -> np.random.Generator:
@@ -37,17 +37,25 @@ def topic_rng(seed: int, topic: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(digest[:16], "big"))
 
 
-def assign_topic(problem: TopicProblem) -> list[str]:
-    consumers = sorted(problem.consumers)
-    order = topic_rng(problem.seed, problem.topic).permutation(len(consumers))
-    per_consumer, extra = divmod(len(problem.partitions), len(consumers))
-    owners: list[str] = []
-    for rank, index in enumerate(order.tolist()):
-        owners.extend([consumers[index]] * (per_consumer + (1 if rank < extra else 0)))
-    return owners
+def assign_codes(problem: GroupProblem) -> np.ndarray:
+    """Range blocks over each topic's subscribers in the order ``topic_rng(seed, topic)`` draws
+    (a permutation of the subscribers sorted by id: codes are numbered in id order)."""
+    codes = problem.codes()
+    index = codes.index
+    owner = np.empty(len(codes.row_topic), dtype=np.int64)
+    starts, ends = problem.topic_bounds()
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        topic = int(codes.row_topic[start])
+        members = index.class_members[int(index.topic_class[topic])]
+        order = members[topic_rng(problem.seed, str(index.topics[topic])).permutation(len(members))]
+        per_consumer, extra = divmod(end - start, len(members))
+        counts = np.full(len(members), per_consumer, dtype=np.int64)
+        counts[:extra] += 1
+        owner[start:end] = np.repeat(order, counts)
+    return owner
 
 
 STRATEGY = Strategy(
-    "shuffle", "topic", "Range blocks over a seeded random consumer order per topic", assign_topic=assign_topic,
+    "shuffle", "topic", "Range blocks over a seeded random consumer order per topic", assign_codes=assign_codes,
     uses_seed=True,
 )

@@ -81,6 +81,6 @@ def assign_group(problem: GroupProblem) -> list[str]:
 
 
 STRATEGY = Strategy(
-    "sticky", "group", "KIP-54: balanced by count, then sticky", assign_group=assign_group,
-    assign_codes=assign_codes, uses_previous=True,
+    "sticky", "group", "KIP-54: balanced by count, then sticky", assign_codes=assign_codes,
+    uses_previous=True,
 )

@@ -158,7 +158,7 @@ def _named(origin: str, check: Callable[[], Any]) -> Any:
 def option_parser(strategy: str) -> Callable[[Mapping[str, Any]], Any] | None:
     """The ``options(raw)`` parser of a strategy's module, if it takes options."""
     spec = get_strategy(strategy)
-    module = inspect.getmodule(spec.assign_group or spec.assign_topic or getattr(spec, "assign_codes", None))
+    module = inspect.getmodule(spec.assign_codes)
     parser = getattr(module, "options", None)
     return parser if callable(parser) else None
 

@@ -20,7 +20,7 @@ from hypothesis import given, strategies as st
 import spark_lag_assign as sla
 from spark_lag_assign import assignors
 from spark_lag_assign.assignors import range as range_, roundrobin, sticky_rows
-from spark_lag_assign.assignors.base import GroupProblem, TopicProblem
+from spark_lag_assign.assignors.base import GroupProblem
 from spark_lag_assign.core import previous as previous_plan
 from spark_lag_assign.core.ids import CONSUMER_ID_PATTERN, check_consumer_id
 from spark_lag_assign.core.quality import exact_sum, moved
@@ -33,6 +33,7 @@ from spark_lag_assign.core.subscriptions import (
     validate_subscriptions,
 )
 from spark_lag_assign.errors import InputError
+from tests.oracles import TOPIC_RULES, per_topic, range_topic, ring_walk
 from tests.unit.test_assignors import NAMES, Group, groups, lag_frames, one_line, subscription_maps
 
 # ---------------------------------------------------------------------------------------------
@@ -282,22 +283,24 @@ def test_a_hand_built_problem_and_the_front_ends_give_the_same_owners(strategy: 
 def test_roundrobin_in_one_step_per_run_of_topics_equals_the_ring_walk(lags: pd.DataFrame, data: st.DataObject) -> None:
     subs = data.draw(subscription_maps(sorted(set(lags["topic"]))))
     problem = hand_built(lags, subs, None)
-    assert roundrobin.assign_group(problem) == roundrobin.ring_walk(problem)
-
-
-def range_per_topic(problem: GroupProblem) -> list[str]:
-    subscribers = problem.subscribers()
-    owners: list[str] = []
-    for topic, rows in problem.topic_slices():
-        owners += range_.assign_topic(TopicProblem(topic, problem.partitions[rows], problem.lags[rows], subscribers[topic]))
-    return owners
+    assert roundrobin.assign_group(problem) == ring_walk(problem)
 
 
 @given(lags=lag_frames(), data=st.data())
 def test_range_for_the_whole_group_equals_range_topic_by_topic(lags: pd.DataFrame, data: st.DataObject) -> None:
     subs = data.draw(subscription_maps(sorted(set(lags["topic"]))))
     problem = hand_built(lags, subs, None)
-    assert sla.assignors.run(range_.STRATEGY, problem) == range_per_topic(problem)
+    assert sla.assignors.run(range_.STRATEGY, problem) == per_topic(range_topic, problem)
+
+
+@given(lags=lag_frames(), data=st.data(), seed=st.integers(-(2**63), 2**63 - 1))
+def test_every_per_topic_strategy_equals_its_oracle_topic_by_topic(lags: pd.DataFrame, data: st.DataObject, seed: int) -> None:
+    # the one signature (codes for the whole group) against each rule as its source states it
+    subs = data.draw(subscription_maps(sorted(set(lags["topic"]))))
+    problem = hand_built(lags, subs, None).replace(seed=seed)
+    assert sorted(TOPIC_RULES) == sorted(n for n, spec in sla.STRATEGIES.items() if spec.scope == "topic")
+    for name, rule in TOPIC_RULES.items():
+        assert sla.assignors.run(sla.STRATEGIES[name], problem) == per_topic(rule, problem), name
 
 
 @pytest.mark.parametrize("sizes", [(5,), (3, 8), (1, 2, 40)])
@@ -312,7 +315,7 @@ def test_range_patterns_over_many_topics_equal_the_formula_and_the_per_topic_rul
     patterned = range_.assign_codes(problem)
     formula = range_._by_formula(problem, starts, ends - starts, classes)
     assert patterned.tolist() == formula.tolist()
-    assert codes.index.names[patterned].tolist() == range_per_topic(problem)
+    assert codes.index.names[patterned].tolist() == per_topic(range_topic, problem)
 
 
 def churn(rng: np.random.Generator) -> tuple[pd.DataFrame, dict[str, list[str]], pd.DataFrame]:

@@ -1,9 +1,8 @@
-"""``lag``'s ``assign_codes`` (rounds over all topics at once) against ``assign_topic`` (the
-seeds' heap, topic by topic): the same owner for every partition of every group."""
+"""``lag``'s ``assign_codes`` (rounds over all topics at once) against the oracle (the seeds'
+heap, topic by topic: ``tests/oracles.py``): the same owner for every partition of every group."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
@@ -12,10 +11,9 @@ import pandas as pd
 from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
-from spark_lag_assign.assignors import lagbased, problem, run, run_codes
+from spark_lag_assign.assignors import lagbased, problem, run
 from spark_lag_assign.assignors.base import GroupProblem
-
-REFERENCE = dataclasses.replace(lagbased.STRATEGY, assign_codes=None)  # assign_topic, topic by topic
+from tests.oracles import lag_topic, per_topic
 
 
 @contextmanager
@@ -28,15 +26,20 @@ def min_round_rows(value: int) -> Iterator[None]:
         lagbased.MIN_ROUND_ROWS = old
 
 
+def oracle_codes(group: GroupProblem) -> np.ndarray:
+    """The oracle's owners as consumer codes."""
+    return group.codes().index.consumer_codes(np.asarray(per_topic(lag_topic, group), dtype=object))
+
+
 def same_as_reference(group: GroupProblem) -> None:
-    expected = run_codes(REFERENCE, group)
+    expected = oracle_codes(group)
     # 0: every round vectorised; the default; huge: every topic of more than one round on the heap
     for threshold in (0, lagbased.MIN_ROUND_ROWS, 10**9):
         with min_round_rows(threshold):
             got = lagbased.assign_codes(group)
         assert got.dtype == np.int64
         np.testing.assert_array_equal(got, expected, err_msg=f"MIN_ROUND_ROWS={threshold}")
-    assert run(lagbased.STRATEGY, group) == run(REFERENCE, group)
+    assert run(lagbased.STRATEGY, group) == per_topic(lag_topic, group)
 
 
 @st.composite
@@ -109,7 +112,7 @@ def test_one_consumer_and_one_huge_topic_takes_no_round_per_partition() -> None:
     group = problem(lags, {"c": ["t"]}, "lag")
     assert (lagbased.assign_codes(group) == 0).all()
     two = problem(lags, {"a": ["t"], "b": ["t"]}, "lag")  # 25,000 rounds of two: the heap
-    np.testing.assert_array_equal(lagbased.assign_codes(two), run_codes(REFERENCE, two))
+    np.testing.assert_array_equal(lagbased.assign_codes(two), oracle_codes(two))
 
 
 def test_topics_of_many_rounds_beside_topics_of_few() -> None:
@@ -130,9 +133,9 @@ def test_assign_is_unchanged_at_100_000_partitions() -> None:
 
     lags, subs = scale.group(100_000, 100)
     group = problem(lags, subs, "lag")
-    np.testing.assert_array_equal(lagbased.assign_codes(group), run_codes(REFERENCE, group))
+    np.testing.assert_array_equal(lagbased.assign_codes(group), oracle_codes(group))
     got = sla.assign(lags, subs, "lag")
-    expected = pd.DataFrame({"consumer": run(REFERENCE, group), "topic": group.topics,
+    expected = pd.DataFrame({"consumer": per_topic(lag_topic, group), "topic": group.topics,
                              "partition": group.partitions, "lag": group.lags})
     expected = expected.sort_values(["consumer", "topic", "partition"], ignore_index=True)
     pd.testing.assert_frame_equal(got.reset_index(drop=True), expected, check_dtype=False)
