@@ -43,6 +43,8 @@ def role_acls(
     fencer    fences on the pipelines' behalf (``fencing="service"``): every commit id of the
               store, its own record;
     operator  creates the store's topics instead of the planner (optional).
+
+Long because it is the table above as code, one block per role, read against README's.
     """
     plans = plans_topic(store)
     claims = claims_prefix(store)

@@ -328,7 +328,7 @@ def _search(
     ``score`` gives the (makespan, overload) of an owner array, ``bound`` the group's fluid
     lower bound (of the real consumers: a split one can take a partition none of its parts could).
 
-    Longer than most: steps 1 and 2 share the state, the horizon, the weights and one budget
+    Long because steps 1 and 2 share the state, the horizon, the weights and one budget
     of steps, which two functions would have to hand back and forth."""
     lags = np.asarray(problem.lags, dtype=np.int64)
     if math.isinf(bound):

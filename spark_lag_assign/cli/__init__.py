@@ -300,7 +300,10 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    """Plans from the pure assignors and their drain, all in this process: no Spark session."""
+    """Plans from the pure assignors and their drain, all in this process: no Spark session.
+
+    Long because it is the whole offline command in order (settings, snapshot, lag, one plan
+    per strategy, drain, table, files), each step a call or two; split, the order would hide."""
     from spark_lag_assign import assignors, config
     from spark_lag_assign.core import draintime as simulate, quality as metrics, rates as rates_io
     from spark_lag_assign.core.lag import compute_lag

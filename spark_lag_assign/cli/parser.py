@@ -64,6 +64,8 @@ def _add_sizing(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: every subcommand and flag. Long because it is a list of
+    declarations, one per flag, which reads best in one place beside ``--help``'s order."""
     parser = _Parser(
         prog="spark-lag-assign",
         description="Plan which consumer reads which Kafka partitions so that lag is spread evenly.",

@@ -165,6 +165,8 @@ class PlanFollower:
         metrics_port: int | None = None,
         metrics_addr: str = "0.0.0.0",
     ) -> None:
+        """The arguments as the class's docstring gives them. Long because every field of the
+        follower's state is declared here, each with its comment, not scattered over the steps."""
         check_consumer_id(consumer)  # it names a claims topic, a transactional id and a directory
         self.spark = spark
         self.store, self._own_store = as_store(store, client_options)

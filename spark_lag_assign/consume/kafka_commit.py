@@ -230,7 +230,9 @@ class FencedGroupCommit:
         ``CommitFencedError`` if a newer owner fenced this id (nothing of it becomes visible);
         ``CommitHeldError`` while the producer waits for the handover to (re)open it;
         ``KafkaCommitError`` if Kafka failed (nothing is committed, the producer is closed), a
-        ``CommitNotAuthorizedError`` naming the ACL if the cluster refused it.
+        ``CommitNotAuthorizedError`` naming the ACL if the cluster refused it. Long because the
+        gate's verdict, the transaction's steps and what each failure does to the producer are
+        one sequence under one lock, and read as one.
         """
         from kafka.errors import KafkaError
         from kafka.structs import OffsetAndMetadata, TopicPartition as KafkaTP

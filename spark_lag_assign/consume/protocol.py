@@ -535,6 +535,9 @@ class Handover:
         return newest
 
     def _acquire(self, generation: int, target: Holds, extra: Holds, now: float) -> Action:
+        """Step 4: claim ``target`` (and ``extra``, held over from a previous incarnation) and
+        wait, fence or start. Long because it is one ordered list of conditions, the first that
+        holds deciding the action; the order is the protocol's argument and reads top to bottom."""
         wanted = target | extra
         state = "waiting" if target else "idle"
         if not self._claimed(generation, wanted):

@@ -243,7 +243,9 @@ def simulate(
     (its lag column, if any, is ignored: lags are taken from ``lags``); rate: messages per
     second per consumer, one number for all or ``{consumer: rate}``; produce_rates: None or
     DataFrame[topic, partition, produce_rate] covering every assigned partition; consumers:
-    members to include even with nothing assigned (they drain at time 0).
+    members to include even with nothing assigned (they drain at time 0). Long because it
+    builds the three views of one drain (per partition, per consumer, the group's bound) from
+    the same joined rows, in that order.
     """
     rows = _join_inputs(lags, assignment, produce_rates)
     rates = _consumer_rates(rate, rows["consumer"].unique().tolist(), consumers)

@@ -230,6 +230,9 @@ class GroupAssignor(AbstractPartitionAssignor):
         bad: tuple[str, ...],
         fallback: str | None = None,
     ) -> tuple[dict[str, ConsumerProtocolAssignment], Rebalance]:
+        """One rebalance as the leader runs it (``fallback``: balance by count, and why).
+        Long because each step (partitions, lags, claims, plan, cooperative revocations,
+        the record of what was done) feeds the next and falls back in its own way."""
         subs = {m.key: list(m.topics) for m in infos}
         topics = sorted({t for m in infos for t in m.topics})
         if self.lags is not None and topics:

@@ -154,7 +154,10 @@ def build_plan(
     observed: Observation | None = None,
     fencing: str = "self",
 ) -> Plan:
-    """The plan document of a plan table: rows[consumer (null: unassigned), topic, partition, lag, starting_offset]."""
+    """The plan document of a plan table: rows[consumer (null: unassigned), topic, partition, lag, starting_offset].
+
+    Long because the document's fields are filled in its own order, each from the same
+    sorted arrays, and the order of the fields is the file's."""
     _check_rows(rows)
     planned = sorted(set(rows["topic"]))
     everything = set(planned)

@@ -286,6 +286,8 @@ def _partitions_consistent(doc: Any) -> bool:
 
     The startingOffsets must list their keys in the order of the partitions (build_plan's and
     every plan.json's order): a plan that names them in another order is checked the slow way.
+Long because each of the rules is one array expression over all parts at once, and they
+share the arrays built at the start.
     """
     consumers, unassigned = doc.get("consumers"), doc.get("unassigned")
     if type(consumers) is not dict or type(unassigned) is not dict:

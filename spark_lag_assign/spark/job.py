@@ -201,6 +201,9 @@ def run(settings: Settings, spark: Any, metrics: PlannerMetrics | None = None) -
 
 
 def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
+    """One planning run holding the store's planner role (``publisher``): extract, plan,
+    check, publish. Long because the phases are timed one after another (``timings.phase``)
+    inside that one role: nothing is published unless every phase before it succeeded."""
     with (
         open_store(settings.output, client_options=settings.client, history=settings.history) as store,
         store.publisher() as publisher,

@@ -208,6 +208,8 @@ class BatchSink:
         return query
 
     def _batch_function(self, generation: int, incarnation: str) -> Any:
+        """The foreachBatch function of one query. Long because the proofs read its records
+        and markers: what it writes, in which order, and when it stops itself are one story."""
         consumer, sink, follower = self.args.consumer, self.args.sink_topic, self.follower
         pid = os.getpid()
 
@@ -380,6 +382,8 @@ def event_payload(consumer: str, e: Any, offset: float, stint: str | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The pipeline process the proofs start. Long because it wires Spark, the store, the
+    follower, its sinks and the staged faults (SIGSTOP points) in the order they start."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("kafka", "py4j"):

@@ -398,6 +398,9 @@ def duplicates(
     - the offsets that later stints read again of one earlier stint come from at most
       ``allowance[stint]`` of its batches (default one, ``reread_allowance``), hence number at
       most that many times ``max_per_batch`` (the source's ``maxOffsetsPerTrigger``).
+
+    Long because it is one walk over each partition's copies that keeps the counts the
+    bound and D both need; split, each part would sort and walk the copies again.
     """
     records = list(records)
     allow = dict(allowance or {})
