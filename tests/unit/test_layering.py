@@ -79,6 +79,7 @@ PURE = [
     "spark_lag_assign.store.kafka_names",
     "spark_lag_assign.store.kafka_writers",
     "spark_lag_assign.consume",
+    "spark_lag_assign.consume.actions",
     "spark_lag_assign.consume.committer",
     "spark_lag_assign.consume.fencer",
     "spark_lag_assign.consume.events",
