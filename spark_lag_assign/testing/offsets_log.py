@@ -44,7 +44,6 @@ int16`` (0 ABORT, 1 COMMIT).
 from __future__ import annotations
 
 import bisect
-import math
 import struct
 import time
 from collections import defaultdict
@@ -77,7 +76,7 @@ class OffsetCommit:
     committed_at: float = 0.0  # commitTimestamp: the broker's wall clock, in seconds
     leader_epoch: int = -1
     #: when the group's offset became this one: the COMMIT marker of a transactional commit
-    #: (``with_visibility``; inf while none follows it), else None: at ``committed_at``
+    #: (``with_visibility``), else None: at ``committed_at``
     visible_at: float | None = None
 
     @property
@@ -249,7 +248,9 @@ def decode_batches(data: bytes) -> Iterator[RecordBatch]:
 def with_visibility(commits: Iterable[OffsetCommit], data_dir: str | Path) -> list[OffsetCommit]:
     """``commits`` with ``visible_at`` set from the segment files of a broker's log directory
     (``data_dir``, holding ``__consumer_offsets-<n>/``): for a transactional commit, the time
-    of the first COMMIT marker of its producer id after it in its partition of the log."""
+    of the first marker of its producer id after it in its partition of the log (a COMMIT:
+    ``commits`` come from a read_committed reader). A commit whose marker the log no longer
+    holds (compacted) keeps ``committed_at``: the earlier, the stricter for a proof."""
     commits = list(commits)
     out: dict[tuple[int, int], OffsetCommit] = {}
     for partition in sorted({c.position[0] for c in commits}):
@@ -276,8 +277,15 @@ def with_visibility(commits: Iterable[OffsetCommit], data_dir: str | Path) -> li
                 continue
             theirs = markers[mine.producer_id]
             later = bisect.bisect_right([m.base_offset for m in theirs], c.position[1])
-            settled = theirs[later].max_timestamp if later < len(theirs) and theirs[later].control == "COMMIT" else math.inf
-            out[c.position] = replace(c, visible_at=settled)
+            if later == len(theirs):  # its marker was compacted away: judge it by when it was appended
+                out[c.position] = c
+                continue
+            if theirs[later].control != "COMMIT":
+                raise DecodeError(
+                    f"{c.describe()} was read as committed, but the first marker of producer {mine.producer_id} "
+                    f"after it, at {theirs[later].base_offset}, aborts it"
+                )
+            out[c.position] = replace(c, visible_at=theirs[later].max_timestamp)
     return [out[c.position] for c in commits]
 
 

@@ -156,7 +156,7 @@ def test_a_batch_in_another_format_is_refused() -> None:
 
 def test_a_transactional_commit_takes_effect_at_its_producers_next_commit_marker(tmp_path: Path) -> None:
     # pid 7 appends at 1-2 (t=2 s) and again at 5 (t=6 s); its first marker (t=9 s) settles both;
-    # the plain commit at 0 takes effect when appended; pid 8's commit was aborted then none follows
+    # the plain commit at 0 takes effect when appended; pid 8's last one has no marker (compacted)
     log = tmp_path / "__consumer_offsets-0"
     log.mkdir()
     (log / "00000000000000000000.log").write_bytes(
@@ -171,7 +171,9 @@ def test_a_transactional_commit_takes_effect_at_its_producers_next_commit_marker
         OffsetCommit((0, o), "g", "t", 0, 10 + o, META, at) for o, at in [(0, 1.0), (1, 2.0), (2, 2.0), (5, 6.0), (7, 9.5)]
     ]
     seen = with_visibility(commits, tmp_path)
-    assert [c.visible_at for c in seen] == [None, 9.0, 9.0, 9.0, float("inf")]
-    assert [c.effective_at for c in seen] == [1.0, 9.0, 9.0, 9.0, float("inf")]
+    assert [c.visible_at for c in seen] == [None, 9.0, 9.0, 9.0, None]
+    assert [c.effective_at for c in seen] == [1.0, 9.0, 9.0, 9.0, 9.5]
+    with pytest.raises(DecodeError, match="aborts it"):  # pid 8's commit at 3 was aborted at 4
+        with_visibility([OffsetCommit((0, 3), "g", "t", 0, 13, META, 3.0)], tmp_path)
     with pytest.raises(DecodeError, match="holds offset 12"):
         with_visibility([OffsetCommit((0, 12), "g", "t", 0, 1, META, 1.0)], tmp_path)
