@@ -226,6 +226,9 @@ def decode_batches(data: bytes) -> Iterator[RecordBatch]:
         if magic != 2:
             raise DecodeError(f"a record batch at {base} has magic {magic}, not 2")
         control = None
+        if attributes & 0x20 and count == 0:  # the cleaner keeps an emptied control batch: no marker left
+            at = end
+            continue
         if attributes & 0x20:
             if count != 1:
                 raise DecodeError(f"a control batch at {base} holds {count} records, not 1")
@@ -249,8 +252,9 @@ def with_visibility(commits: Iterable[OffsetCommit], data_dir: str | Path) -> li
     """``commits`` with ``visible_at`` set from the segment files of a broker's log directory
     (``data_dir``, holding ``__consumer_offsets-<n>/``): for a transactional commit, the time
     of the first marker of its producer id after it in its partition of the log (a COMMIT:
-    ``commits`` come from a read_committed reader). A commit whose marker the log no longer
-    holds (compacted) keeps ``committed_at``: the earlier, the stricter for a proof."""
+    ``commits`` come from a read_committed reader; the first marker settles every pending
+    commit of that producer id, whatever its epoch). A commit with no marker after it in the
+    files keeps ``committed_at``: the earlier, the stricter for a proof."""
     commits = list(commits)
     out: dict[tuple[int, int], OffsetCommit] = {}
     for partition in sorted({c.position[0] for c in commits}):
@@ -277,7 +281,9 @@ def with_visibility(commits: Iterable[OffsetCommit], data_dir: str | Path) -> li
                 continue
             theirs = markers[mine.producer_id]
             later = bisect.bisect_right([m.base_offset for m in theirs], c.position[1])
-            if later == len(theirs):  # its marker was compacted away: judge it by when it was appended
+            if later == len(theirs):
+                # not expected (the cleaner keeps a marker while records of its transaction
+                # remain, and the reader saw this one): the time it was appended, the stricter
                 out[c.position] = c
                 continue
             if theirs[later].control != "COMMIT":

@@ -515,7 +515,11 @@ def _maker(c: OffsetCommit, queries: Sequence[Query]) -> Query | None:
 def stale_commits(commits: Sequence[OffsetCommit], queries: Sequence[Query]) -> list[str]:
     """I6 on every commit: each one comes from the query that began reading its partition
     last (of all pipelines' queries on it, the newest that started before the broker
-    accepted the commit), never from one that a later query replaced."""
+    accepted the commit), never from one that a later query replaced. Judged at append time
+    (``committed_at``), when the broker took or refused the request: a commit that took effect
+    later (a late marker) was still made by the query it names, and the coordinator lets it
+    take effect only if no commit later in the log is there (offsets never go back: checked
+    in log order by ``commits_backwards`` and by the samples)."""
     found = []
     for c in commits:
         if c.offset is None:

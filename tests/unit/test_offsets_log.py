@@ -177,3 +177,23 @@ def test_a_transactional_commit_takes_effect_at_its_producers_next_commit_marker
         with_visibility([OffsetCommit((0, 3), "g", "t", 0, 13, META, 3.0)], tmp_path)
     with pytest.raises(DecodeError, match="holds offset 12"):
         with_visibility([OffsetCommit((0, 12), "g", "t", 0, 1, META, 1.0)], tmp_path)
+
+
+def test_a_commit_takes_the_first_marker_after_it_not_a_later_one(tmp_path: Path) -> None:
+    # a later marker would put the commit later than it took effect: a D violation hidden
+    log = tmp_path / "__consumer_offsets-0"
+    log.mkdir()
+    (log / "00000000000000000000.log").write_bytes(
+        batch(0, 1, 1_000, 7, transactional=True) + batch(1, 1, 1_100, 7, transactional=True, control=1)
+        + batch(2, 1, 5_000, 7, transactional=True) + batch(3, 1, 9_000, 7, transactional=True, control=1)
+    )  # fmt: skip
+    commits = [OffsetCommit((0, o), "g", "t", 0, 10 + o, META, at) for o, at in [(0, 1.0), (2, 5.0)]]
+    assert [c.visible_at for c in with_visibility(commits, tmp_path)] == [1.1, 9.0]
+
+
+def test_an_emptied_control_batch_is_skipped() -> None:
+    empty = bytearray(batch(0, 1, 1_000, 7, transactional=True, control=1))
+    header_only = bytes(empty[:61])
+    emptied = struct.pack(">qi", 0, 49) + header_only[12:57] + struct.pack(">i", 0)
+    found = list(decode_batches(emptied + batch(1, 1, 2_000)))
+    assert [(b.base_offset, b.control) for b in found] == [(1, None)]
