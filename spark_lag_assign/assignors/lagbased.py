@@ -12,8 +12,8 @@ therefore differ by at most one. Seed 000: C0, C1 and t0 with lags 100,000 / 50,
 Totals restart for every topic, so with many topics the biggest partitions of each topic
 all go to the same first consumer; ``lag-sticky`` balances across the whole group.
 
-The rule as the seeds state it (a heap per topic) is the tests' oracle
-(``tests/oracles.py``). ``assign_codes`` is the same rule for the whole group at once, on arrays. In a topic with
+The rule as the seeds state it (a heap per topic) is the tests' oracle (``tests/oracles.py``).
+``assign_codes`` is the same rule for the whole group at once, on arrays. In a topic with
 ``n`` subscribers, take its partitions in the order above; the one at position ``j`` falls in
 round ``j // n``, at slot ``j % n``. In round 0 every count and total is 0, so slot ``s``
 goes to the ``s``-th subscriber by id. At the start of round ``r >= 1`` every subscriber has

@@ -22,7 +22,7 @@ import numpy as np
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
 
 
-def _blocks(n_partitions: int, n_consumers: int) -> np.ndarray:
+def blocks(n_partitions: int, n_consumers: int) -> np.ndarray:
     """How many consecutive partitions each of ``n_consumers`` subscribers gets."""
     per_consumer, extra = divmod(n_partitions, n_consumers)
     counts = np.full(n_consumers, per_consumer, dtype=np.int64)
@@ -50,7 +50,7 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
     for s in range(len(shapes)):
         members = index.class_members[int(shapes[s] // wide)]
         size = int(shapes[s] % wide)
-        pattern = np.repeat(members, _blocks(size, len(members)))
+        pattern = np.repeat(members, blocks(size, len(members)))
         topics = by_shape[bounds[s] : bounds[s + 1]]
         first = starts[topics]
         if len(topics) == len(starts):  # every topic: the rows are the pattern over and over

@@ -29,6 +29,7 @@ import hashlib
 import numpy as np
 
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
+from spark_lag_assign.assignors.range import blocks
 
 
 def topic_rng(seed: int, topic: str) -> np.random.Generator:
@@ -48,10 +49,7 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
         topic = int(codes.row_topic[start])
         members = index.class_members[int(index.topic_class[topic])]
         order = members[topic_rng(problem.seed, str(index.topics[topic])).permutation(len(members))]
-        per_consumer, extra = divmod(end - start, len(members))
-        counts = np.full(len(members), per_consumer, dtype=np.int64)
-        counts[:extra] += 1
-        owner[start:end] = np.repeat(order, counts)
+        owner[start:end] = np.repeat(order, blocks(end - start, len(members)))
     return owner
 
 

@@ -280,7 +280,7 @@ def with_visibility(commits: Iterable[OffsetCommit], data_dir: str | Path) -> li
                 out[c.position] = c
                 continue
             theirs = markers[mine.producer_id]
-            later = bisect.bisect_right([m.base_offset for m in theirs], c.position[1])
+            later = bisect.bisect_right(theirs, c.position[1], key=lambda m: m.base_offset)
             if later == len(theirs):
                 # not expected (the cleaner keeps a marker while records of its transaction
                 # remain, and the reader saw this one): the time it was appended, the stricter
