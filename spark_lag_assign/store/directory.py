@@ -26,11 +26,8 @@ The current generation is the highest one whose manifest exists and whose plan.j
 matches the manifest's checksum; nothing else (no symlink, no lock) is consulted. The next
 number is one more than the highest manifest or generation directory seen, damaged or not.
 
-Claims: ``claim_writer`` reads the newest claim file N of the id, exclusively creates N+1
-under its fresh incarnation (a copy of the predecessor's claim, state "taken over", or an
-empty claim of generation 0 for a first incarnation), and every later write creates the
-next number exclusively. An older incarnation's next write finds its number taken: that is
-its fencing.
+Claims: one numbered file per claim write, created exclusively; an older incarnation's next
+write finds its number taken, and that is its fencing (``spark_lag_assign.store.claimfiles``).
 
 Every file-system operation goes through ``FileSystem``, whose operations are the ones HDFS
 offers with the same atomicity (exclusive create of a complete file, no-overwrite rename),
@@ -48,11 +45,10 @@ import os
 import posixpath
 import re
 import socket
-import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -61,18 +57,15 @@ from spark_lag_assign.core.ids import check_consumer_id
 from spark_lag_assign.errors import ConfigError
 from spark_lag_assign.store.base import (
     FENCER,
-    ClaimFencedError,
-    ClaimRecord,
     Claims,
     ClaimWriter,
     Publisher,
     PublishFencedError,
     Store,
     StoreError,
-    TopicPartition,
-    Version,
 )
-from spark_lag_assign.store.fs import FileSystem, LocalFileSystem, UnreadableFileError
+from spark_lag_assign.store.claimfiles import ClaimFiles, DirectoryClaimWriter
+from spark_lag_assign.store.fs import FileSystem, LocalFileSystem, UnreadableFileError, fs_errors
 
 if TYPE_CHECKING:
     from spark_lag_assign.plan.build import Plan
@@ -83,13 +76,10 @@ log = logging.getLogger(__name__)
 
 #: staging directories and temp files of writers silent this long (seconds) are removed
 STALE_AFTER = 600.0
-#: claim files kept per consumer (older ones are deleted; readers only need the newest)
-CLAIMS_KEPT = 4
 MANIFEST_FORMAT = 1
 
 _GENERATION_DIR = re.compile(r"^(\d{6,})$")
 _MANIFEST = re.compile(r"^(\d{6,})\.manifest\.json$")
-_CLAIM = re.compile(r"^(\d{10,})\.json$")
 #: what writers leave behind when they die: ``.<name>.<uuid>.tmp`` (staging directories,
 #: temp files of exclusive creates and of links) and ``.trash.<uuid>`` (a deletion under way)
 _LEFTOVER = re.compile(r"^\.(?:.+\.[0-9a-f]{32}\.tmp|trash\.[0-9a-f]{32})$")
@@ -142,7 +132,7 @@ class DirectoryStore(Store):
         self.stale_after = STALE_AFTER
         self._fs = fs or LocalFileSystem()
         self._generations = posixpath.join(self.root, "generations")
-        self._claims = posixpath.join(self.root, "claims")
+        self._claim_files = ClaimFiles(self._fs, posixpath.join(self.root, "claims"), self.uri)
         self._reported: set[tuple[int, str]] = set()
 
     def __repr__(self) -> str:
@@ -151,15 +141,9 @@ class DirectoryStore(Store):
     def close(self) -> None:
         self._fs.close()
 
-    @contextmanager
-    def _io(self, what: str) -> Iterator[None]:
-        """Turn a file-system failure into one StoreError line naming the store and the step."""
-        try:
-            yield
-        except OSError as exc:
-            detail = exc.strerror or str(exc) or type(exc).__name__
-            where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
-            raise StoreError(f"store {self.uri}: cannot {what}: {detail}{where}") from None
+    def _io(self, what: str) -> AbstractContextManager[None]:
+        """A file-system failure as one StoreError line naming the store and the step."""
+        return fs_errors(self.uri, what)
 
     # -- plans: reading
 
@@ -409,68 +393,15 @@ class DirectoryStore(Store):
         except OSError as exc:
             log.warning("store %s: cannot remove leftovers: %s", self.uri, exc)
 
-    # -- claims
-
-    def _claim_dir(self, consumer: str) -> str:
-        return posixpath.join(self._claims, consumer)
-
-    def _claim_path(self, consumer: str, number: int) -> str:
-        return posixpath.join(self._claims, consumer, f"{number:010d}.json")
-
-    def _claim_numbers(self, consumer: str) -> list[int]:
-        entries = self._fs.list(self._claim_dir(consumer))
-        return sorted(int(m.group(1)) for e in entries if (m := _CLAIM.match(e.name)))
-
-    def _newest_claim(self, consumer: str) -> tuple[int, ClaimRecord | str | None]:
-        """The newest claim file's number and record (a reason if unreadable; None: no claim)."""
-        for _ in range(20):
-            numbers = self._claim_numbers(consumer)
-            if not numbers:
-                return 0, None
-            try:
-                data = self._fs.read(self._claim_path(consumer, numbers[-1]))
-            except UnreadableFileError as exc:
-                return numbers[-1], f"claims/{consumer}/{numbers[-1]:010d}.json: {exc.strerror}"
-            if data is None:  # deleted between listing and reading: a newer one exists
-                continue
-            try:
-                return numbers[-1], ClaimRecord.from_json(data, consumer)
-            except ValueError as exc:
-                return numbers[-1], f"claims/{consumer}/{numbers[-1]:010d}.json: {' '.join(str(exc).split())}"
-        return 0, f"claims/{consumer}: the newest claim file kept vanishing while read"
+    # -- claims (``spark_lag_assign.store.claimfiles``)
 
     def claim_writer(self, consumer: str) -> ClaimWriter:
         if consumer != FENCER:
             check_consumer_id(consumer)  # it names a directory (and, in a Kafka store, a topic): one rule for both
-        return _DirectoryClaimWriter(self, consumer)
+        return DirectoryClaimWriter(self._claim_files, consumer, self.stale_after)
 
     def claims(self) -> Claims:
-        out: Claims = {}
-        with self._io("read the claims"):
-            for e in sorted(self._fs.list(self._claims), key=lambda e: e.name):
-                if not e.is_dir or e.name.startswith("."):
-                    continue
-                _, record = self._newest_claim(e.name)
-                if record is not None:
-                    out[e.name] = record
-        return out
-
-    def _prune_claims(self, consumer: str, newest: int, everything: bool = False) -> None:
-        """Best effort: claim files older than the last few, and stale temp files."""
-        try:
-            if not everything:
-                if newest > CLAIMS_KEPT:
-                    self._fs.delete(self._claim_path(consumer, newest - CLAIMS_KEPT))
-                return
-            now = time.time()
-            for e in self._fs.list(self._claim_dir(consumer)):
-                m = _CLAIM.match(e.name)
-                old = m is not None and int(m.group(1)) <= newest - CLAIMS_KEPT
-                stale = e.name.startswith(".") and now - e.mtime > self.stale_after
-                if old or stale:
-                    self._fs.delete(posixpath.join(self._claim_dir(consumer), e.name))
-        except OSError as exc:
-            log.warning("store %s: cannot delete old claims of %s: %s", self.uri, consumer, exc)
+        return self._claim_files.read_all()
 
 
 class _DirectoryPublisher(Publisher):
@@ -522,102 +453,6 @@ class _DirectoryPublisher(Publisher):
             raise
         self._published = True
         self._previous, self._next = plan, self._next + 1
-
-
-class _DirectoryClaimWriter(ClaimWriter):
-    """Writes claim files N+1, N+2, ... of one consumer; a number found taken means fenced."""
-
-    def __init__(self, store: DirectoryStore, consumer: str) -> None:
-        self._store = store
-        self._lock = threading.Lock()
-        self.consumer = consumer
-        self.incarnation = uuid.uuid4().hex
-        self.predecessor = None
-        self._seq = 0
-        self._last = 0
-        with store._io(f"take consumer {consumer} over"):
-            store._fs.mkdirs(store._claim_dir(consumer))
-            self._take_over()
-
-    def _record(
-        self,
-        generation: int,
-        holds: Iterable[TopicPartition],
-        lease: float,
-        state: str,
-        committed: Mapping[str, Mapping[str, int]] | None,
-        fences: Mapping[str, Version] | None = None,
-    ) -> ClaimRecord:
-        self._seq += 1
-        return ClaimRecord(
-            consumer=self.consumer,
-            incarnation=self.incarnation,
-            seq=self._seq,
-            generation=generation,
-            holds=frozenset((str(t), int(p)) for t, p in holds),
-            lease=float(lease),
-            state=state,
-            fences=dict(fences or {}),
-            committed={t: dict(ps) for t, ps in (committed or {}).items()},
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            written=_now(),
-        )
-
-    def _take_over(self) -> None:
-        store = self._store
-        for _ in range(100):
-            newest, found = store._newest_claim(self.consumer)
-            if isinstance(found, str):
-                raise StoreError(
-                    f"store {store.uri}: cannot take {self.consumer} over: its newest claim cannot be read ({found}); "
-                    "what it held is unknown, remove the file to go on"
-                )
-            if found is None:
-                record = self._record(0, (), 1.0, "started", None)
-            else:
-                record = self._record(found.generation, found.holds, found.lease, "taken over", found.committed)
-            if store._fs.create(store._claim_path(self.consumer, newest + 1), record.to_json().encode()):
-                self.predecessor, self._last = found, newest + 1
-                store._prune_claims(self.consumer, self._last, everything=True)
-                return
-            self._seq = 0  # another writer took newest + 1 first: look again
-        raise StoreError(f"store {store.uri}: cannot take {self.consumer} over: its claims keep changing")
-
-    def write(
-        self,
-        generation: int,
-        holds: Iterable[TopicPartition],
-        lease: float,
-        state: str = "",
-        committed: Mapping[str, Mapping[str, int]] | None = None,
-        fences: Mapping[str, Version] | None = None,
-    ) -> ClaimRecord:
-        store = self._store
-        with self._lock:
-            record = self._record(generation, holds, lease, state, committed, fences)
-            data = record.to_json().encode()
-            number = self._last + 1
-            with store._io(f"write a claim of {self.consumer}"):
-                while not store._fs.create(store._claim_path(self.consumer, number), data):
-                    if not self._mine(number):
-                        raise ClaimFencedError(
-                            f"store {store.uri}: consumer {self.consumer} was taken over by another incarnation; stop reading"
-                        )
-                    self._last = number = number + 1  # an earlier write of ours that reported a failure
-                self._last = number
-            store._prune_claims(self.consumer, number)
-            return ClaimRecord.from_json(data, self.consumer)
-
-    def _mine(self, number: int) -> bool:
-        try:
-            data = self._store._fs.read(self._store._claim_path(self.consumer, number))
-        except UnreadableFileError:
-            return False
-        try:
-            return data is not None and ClaimRecord.from_json(data, self.consumer).incarnation == self.incarnation
-        except ValueError:
-            return False
 
 
 __all__ = ["DirectoryStore", "hadoop_store"]

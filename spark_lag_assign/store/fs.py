@@ -14,14 +14,13 @@ import logging
 import os
 import shutil
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spark_lag_assign.extract import atomic
-
-if TYPE_CHECKING:
-    pass
+from spark_lag_assign.store.base import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +36,17 @@ class Entry:
 
 class UnreadableFileError(OSError):
     """A file exists but its bytes cannot be had (missing blocks, still open by a dead writer)."""
+
+
+@contextmanager
+def fs_errors(uri: str, what: str) -> Iterator[None]:
+    """Turn a file-system failure into one ``StoreError`` line naming the store and the step."""
+    try:
+        yield
+    except OSError as exc:
+        detail = exc.strerror or str(exc) or type(exc).__name__
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        raise StoreError(f"store {uri}: cannot {what}: {detail}{where}") from None
 
 
 class FileSystem(ABC):

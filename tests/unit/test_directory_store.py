@@ -32,7 +32,8 @@ from spark_lag_assign.store import (
     open_store,
     parse_uri,
 )
-from spark_lag_assign.store.directory import CLAIMS_KEPT, DirectoryStore
+from spark_lag_assign.store.claimfiles import CLAIMS_KEPT
+from spark_lag_assign.store.directory import DirectoryStore
 from spark_lag_assign.store.fs import LocalFileSystem
 
 REPO = Path(__file__).resolve().parents[2]

@@ -71,6 +71,7 @@ PURE = [
     # passed in (a session, a DataFrame), never by an import of their own
     "spark_lag_assign.store",
     "spark_lag_assign.store.base",
+    "spark_lag_assign.store.claimfiles",
     "spark_lag_assign.store.directory",
     "spark_lag_assign.store.export",
     "spark_lag_assign.store.fs",
