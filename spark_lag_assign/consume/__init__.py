@@ -8,7 +8,11 @@ every pipeline are separate applications that share only the store (``kafka://``
 directory, ``spark_lag_assign.store``) and the Kafka cluster.
 
 - ``read_assigned`` (``reading``): one consumer's part of a plan as Spark's Kafka source;
-- ``PlanFollower`` (``follower``): keeps one consumer's query in step with the plan;
+- ``PlanFollower`` (``follower``): keeps one consumer's query in step with the plan, with
+  its collaborators: ``RunningQuery`` (``reading``: the query, its checkpoints, the lease
+  guard), ``PipelineCommits`` (``commits``: its commit side, shared with Spark's listener
+  thread), ``StartOffsets`` (``starting``: where a generation starts) and ``FollowerReport``
+  (``report``: events and metrics);
 - ``Handover`` (``protocol``): the protocol's decisions, a pure state machine;
 - ``ProgressCommitter`` (``committer``) and ``FencedGroupCommit`` (``kafka_commit``): every
   completed micro-batch's end offsets committed to the group, fenced per consumer id;
@@ -84,7 +88,7 @@ its records and the offsets in one transaction that a successor's fencing aborts
 from __future__ import annotations
 
 from spark_lag_assign.consume.events import FollowerEvent, RunSummary
-from spark_lag_assign.consume.follower import PlanFollower, StartQuery
-from spark_lag_assign.consume.reading import AssignedStream, read_assigned
+from spark_lag_assign.consume.follower import PlanFollower
+from spark_lag_assign.consume.reading import AssignedStream, StartQuery, read_assigned
 
 __all__ = ["AssignedStream", "FollowerEvent", "PlanFollower", "RunSummary", "StartQuery", "read_assigned"]

@@ -13,7 +13,7 @@ them against the real world (the store, Kafka, Spark) and reports what happened.
 pause, SIGSTOP, a slow node) shows up as time that passed: on resuming, the first thing
 the loop does is notice that its lease has lapsed and stop the query without committing.
 A call the loop waits in (a claim write waits out a broker outage) delays that first
-step, so a lease guard thread stops the query at the lapse itself (``_guard``).
+step, so a lease guard thread stops the query at the lapse itself (``RunningQuery.guard``).
 """
 
 from __future__ import annotations
@@ -22,28 +22,15 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from spark_lag_assign import sparkcompat
-from spark_lag_assign.consume.committer import (
-    CommitFunction,
-    ProgressCommitter,
-    commit_listener,
-)
+from spark_lag_assign.consume.commits import PipelineCommits, check_batch_offsets, kafka_wait_ms
+from spark_lag_assign.consume.committer import CommitFunction, commit_listener
 from spark_lag_assign.consume.events import FollowerEvent, RunSummary, assign_of
 from spark_lag_assign.consume.fencer import fence_done
-from spark_lag_assign.consume.kafka_commit import FencedGroupCommit, commit_id, fence
-from spark_lag_assign.consume.options import (
-    Offsets,
-    TopicPartition,
-    foreign_commits,
-    offsets_json,
-    parse_source_offsets,
-    read_group_starting_offsets,
-    source_options,
-    tp_names,
-)
+from spark_lag_assign.consume.kafka_commit import commit_id, fence
+from spark_lag_assign.consume.options import Offsets, TopicPartition, offsets_json, source_options, tp_names
 from spark_lag_assign.consume.protocol import (
     AllowCommits,
     Exit,
@@ -61,68 +48,35 @@ from spark_lag_assign.consume.protocol import (
     names,
 )
 from spark_lag_assign.consume.reading import (
-    AssignedStream,
+    RunningQuery,
+    StartQuery,
     as_store,
     consumer_entry,
     holds_of,
     load_plan,
-    stop_between_batches,
     stream_for,
 )
+from spark_lag_assign.consume.report import FollowerReport
+from spark_lag_assign.consume.starting import StartOffsets
 from spark_lag_assign.core.ids import check_consumer_id
 from spark_lag_assign.errors import (
     CommitFencedError,
-    CommitHeldError,
     HandoverTimeoutError,
-    InputError,
     KafkaCommitError,
-    KafkaReadError,
     NotAuthorizedError,
     PlanError,
-    ReadNotAuthorizedError,
     one_line,
 )
-from spark_lag_assign.extract.acls import Acl, not_authorized
-from spark_lag_assign.extract.uris import join_uri
 from spark_lag_assign.metrics import FollowerMetrics, serve
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.plan.document import PlanFormatError
-from spark_lag_assign.store import FENCER, ClaimFencedError, ClaimRecord, Store, StoreError
+from spark_lag_assign.store import FENCER, ClaimFencedError, Store, StoreError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
 log = logging.getLogger(__name__)
-
-StartQuery = Callable[[AssignedStream, str], "StreamingQuery"]
-"""``start(stream, checkpoint_location) -> StreamingQuery``: the pipeline's own processing and sink."""
-
-
-def kafka_wait_ms(lease: float, given: int | None = None) -> int:
-    """How long one Kafka call of a follower's loop may wait, in ms: ``given``, or a quarter of
-    the lease capped at 15 s; more than a quarter of the lease is a ``ValueError``.
-
-    The loop renews the claim between its steps, every third of the lease. A step that waits
-    on a broker that is away (opening the committer after a failed commit, fencing, reading
-    start offsets) must return before the lease lapses, or a pipeline whose store stays
-    reachable (a directory, HDFS) stops reading through every broker outage and reads again
-    all it read since its last commit: a third of the lease between renewals, a quarter for
-    the step (a reopen splits it between the producer's bootstrap and ``init_transactions``),
-    a twelfth for the pause after a failed reopen, and the margin (below a quarter) leave a
-    claim write room to land in time. The same bound holds each step of a commit.
-    """
-    if not lease > 0:
-        raise ValueError(f"lease must be positive, not {lease!r}")
-    bound = int(lease * 1000 / 4)
-    if given is None:
-        return min(15000, bound)
-    if not 0 < given <= bound:
-        raise ValueError(
-            f"kafka_timeout_ms {given} must be above 0 and at most a quarter of the lease ({bound} ms for "
-            f"{lease:g}s): a longer Kafka wait lets the lease lapse while the broker is away"
-        )
-    return given
 
 
 class PlanFollower:
@@ -166,13 +120,13 @@ class PlanFollower:
         metrics_addr: str = "0.0.0.0",
     ) -> None:
         """The arguments as the class's docstring gives them. Long because every field of the
-        follower's state is declared here, each with its comment, not scattered over the steps."""
+        follower's own state and its collaborators (the query, the commit side, the start
+        offsets, the report) are set up here, each with its comment, not scattered over the steps."""
         check_consumer_id(consumer)  # it names a claims topic, a transactional id and a directory
         self.spark = spark
         self.store, self._own_store = as_store(store, client_options)
         self.consumer = consumer
-        self.start_query = start
-        self.checkpoint_root = str(checkpoint_root)
+        self.running = RunningQuery(consumer, start, str(checkpoint_root), stop_timeout)
         self.options = source_options(kafka_options)
         self.bootstrap_servers = self.options["kafka.bootstrap.servers"]
         self.client_options = dict(client_options or {})
@@ -181,36 +135,29 @@ class PlanFollower:
         self.poll_interval = poll_interval
         self.handover_timeout = handover_timeout
         self.commit_timeout = commit_timeout
-        self.stop_timeout = stop_timeout
         self.kafka_timeout_ms = kafka_wait_ms(lease, kafka_timeout_ms)
         self.clock = clock
-        self._given_commit = commit
-        self._commit: FencedGroupCommit | None = None
-        self.committer = ProgressCommitter(self._commit_call, self._reading_generation, self._on_refused)
-        self.events: list[FollowerEvent] = []
-        self._stopping = threading.Event()
-        self._refused = threading.Event()
-        self._lapse_stopped: set[str] = set()  # run ids of the queries the lease guard stopped (``_guard``)
-        self._query: StreamingQuery | None = None
-        self._core: Handover | None = None
-        self._plans: dict[int, plan_io.Plan] = {}
-        self._generations: list[int] = []
-        self._committed: Offsets = {}
-        self._refusals = 0
-        self._failure: BaseException | None = None  # the query's own error, raised when the run ends
-        self._pending_query: str | None = None  # a stopped query whose final commit waits for a producer
-        self._starts = 0  # queries started by this follower: each gets a checkpoint of its own
-        self._owners_of: dict[int, dict[TopicPartition, str] | None] = {}
-        #: commits found in the group that no pipeline of the plan made (see ``_distrust``)
-        self.foreign_commits = 0
-        self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
-        self._denied: NotAuthorizedError | None = None  # a refused commit: ends the run (no wait grants an ACL)
         self.metrics = FollowerMetrics(consumer, clock)
+        self.report = FollowerReport(self.metrics, clock)
+        self.commits = PipelineCommits(consumer, commit, self._reading_generation, self.metrics.refused)
+        self.committer = self.commits.committer  # every micro-batch's commit (the listener's thread)
+        self.starting = StartOffsets(
+            self.store,
+            consumer,
+            self.bootstrap_servers,
+            self.client_options,
+            timeout_ms=self.kafka_timeout_ms,
+            commit_timeout=commit_timeout,
+            on_foreign=lambda t, p, why: self._event("foreign-commit", f"{t}-{p}: {why}"),
+            pause=self._pause,
+        )
+        self._stopping = threading.Event()
+        self._core: Handover | None = None
+        self._failure: BaseException | None = None  # the query's own error, raised when the run ends
+        self._plan_trouble: str | None = None  # the last unreadable-plan problem logged (logged once)
         self._serve_on = (metrics_addr, metrics_port)
         #: the port the metrics are served on while ``run`` runs (None: not served)
         self.metrics_port: int | None = None
-        self._blocked_since: dict[str, float] = {}  # holder -> when we began waiting for it (own clock)
-        self._handover_since: float | None = None  # when a plan that moves our partitions was seen
 
     # -- public
 
@@ -222,7 +169,17 @@ class PlanFollower:
 
     @property
     def query(self) -> StreamingQuery | None:
-        return self._query
+        return self.running.query
+
+    @property
+    def events(self) -> list[FollowerEvent]:
+        """What this follower did, in order (``FollowerEvent``)."""
+        return self.report.events
+
+    @property
+    def foreign_commits(self) -> int:
+        """Commits found in the group that no pipeline of the plan made (``consume.starting``)."""
+        return self.starting.foreign_commits
 
     def stop(self) -> None:
         """Ask ``run`` to end: it stops the query between batches, commits and releases."""
@@ -239,28 +196,13 @@ class PlanFollower:
         one transaction under this consumer's fenced id; ``CommitFencedError`` (nothing of it
         visible to ``read_committed`` readers) when a newer owner took over; ``InputError`` for an
         offset that is no next offset to read (an int, 0 or more), before anything is sent."""
-        for (t, p), offset in offsets.items():
-            if isinstance(offset, bool) or not hasattr(offset, "__index__") or offset.__index__() < 0:
-                raise InputError(
-                    f"write_batch: the offset of {t}-{p} must be the next offset to read (an integer, 0 or more), not {offset!r}"
-                )
+        check_batch_offsets(offsets)
         core = self._core
         if core is None or core.reading is None or not core.lease_valid(self.clock()):
             # a batch that completes after the lease lapsed (a paused process resuming) goes
             # nowhere, whether or not a successor has fenced this consumer yet
             raise CommitFencedError(f"{self.consumer} reads nothing under a valid lease now: the batch is not written")
-        if self._commit is None:
-            raise KafkaCommitError("write_batch needs the follower's own Kafka committer (commit=None)")
-        try:
-            self._commit.write(offsets, core.reading.generation, topic, records)
-        except CommitFencedError:
-            self._on_refused("write_batch")
-            raise
-        except NotAuthorizedError as exc:
-            self._denied = exc
-            raise
-        # the listener's progress reports lag behind the batches: never let one commit less
-        self.committer.committed_elsewhere(offsets)
+        self.commits.write_batch(offsets, core.reading.generation, topic, records)
 
     def run(self, *, until_drained: bool = False) -> RunSummary:
         """Follow the plan until ``stop()``, the consumer leaves the plan, or the query ends by itself.
@@ -292,22 +234,22 @@ class PlanFollower:
             if self._own_store:
                 self.store.close()
             raise
-        listener = commit_listener(self.committer, self._progress)
+        listener = commit_listener(self.committer, lambda progress: self.report.progress(progress, self.committer))
         self.spark.streams.addListener(listener)
         done = threading.Event()
-        guard = threading.Thread(target=self._guard, args=(core, done), name=f"lease-guard-{self.consumer}", daemon=True)
+        guard = threading.Thread(
+            target=self.running.guard, args=(core, self.clock, done), name=f"lease-guard-{self.consumer}", daemon=True
+        )
         guard.start()
         try:
             outcome = self._loop(core, writer)
         finally:
             done.set()
             self.spark.streams.removeListener(listener)
-            if self._query is not None:  # an error left it running: never read without a lease
-                self._query.stop()
-                self._query = None
+            if self.running.query is not None:  # an error left it running: never read without a lease
+                self.running.stop_now()
             writer.close()
-            if self._commit is not None:
-                self._commit.close()
+            self.commits.close()
             if self._own_store:
                 self.store.close()
         return self._summary(core, outcome)
@@ -346,15 +288,13 @@ class PlanFollower:
             self._event(
                 "took-over", f"from incarnation {writer.predecessor.incarnation}, holding {names(writer.predecessor.holds)}"
             )
-        if self._given_commit is None:
-            self._commit = FencedGroupCommit(
-                self.bootstrap_servers,
-                group,
-                commit_id(self.store.name, self.consumer),
-                self.consumer,
-                client_options=self.client_options,
-                timeout_ms=self.kafka_timeout_ms,
-            )
+        self.commits.use_producer(
+            self.bootstrap_servers,
+            group,
+            commit_id(self.store.name, self.consumer),
+            client_options=self.client_options,
+            timeout_ms=self.kafka_timeout_ms,
+        )
         self._saw_plan(plan)
         return core
 
@@ -376,15 +316,13 @@ class PlanFollower:
             )
         if outcome.reason == "failed" and self._failure is not None:
             raise self._failure
-        return RunSummary(
+        return self.report.summary(
             self.consumer,
             outcome.reason,
-            list(self._generations),
-            list(self.events),
-            dict(self._committed),
-            self.committer.failures,
             core.incarnation,
-            self._refusals,
+            self.commits.committed,
+            self.committer.failures,
+            self.commits.refusals,
         )
 
     # -- the loop
@@ -393,7 +331,7 @@ class PlanFollower:
         while True:
             self._observe(core)
             action = core.next(self.clock())
-            self._record_state(core, action)
+            self.report.state(core, action)
             if isinstance(action, Exit):
                 self._event(action.reason)
                 return action
@@ -420,18 +358,18 @@ class PlanFollower:
 
     def _observe(self, core: Handover) -> None:
         """Carry what other threads saw into the state machine (it is only touched here)."""
-        if self._denied is not None:  # a commit refused for want of an ACL: retrying would not help
-            raise self._denied
+        if self.commits.denied is not None:  # a commit refused for want of an ACL: retrying would not help
+            raise self.commits.denied
         if self._stopping.is_set():
             core.request_stop()
-        if self._refused.is_set():
-            self._refused.clear()
+        if self.commits.refused.is_set():
+            self.commits.refused.clear()
             if core.reading is not None:
                 core.refused_commit()
-        if self._commit is not None and core.commits is not None and self._commit.lost:
+        if core.commits is not None and self.commits.lost:
             core.commits_lost()  # a failure closed the producer: the handover reopens it, never the committer
-        query = self._query
-        if query is not None and core.reading is not None and str(query.runId) in self._lapse_stopped:
+        query = self.running.query
+        if query is not None and core.reading is not None and self.running.lapse_stopped():
             core.lease_lapsed = True  # the guard stopped it: a lapse (a renewal that returned since revives nothing)
             return
         if query is not None and core.reading is not None and not core.commit_refused and not query.isActive:
@@ -445,99 +383,32 @@ class PlanFollower:
                 return
             if error is not None:
                 log.error("%s: the query of generation %d failed: %s", self.consumer, core.reading.generation, error)
-                self._failure = self._refused_read(error, core.reading.generation, core.reading.holds) or error
-
-    def _record_state(self, core: Handover, action: object) -> None:
-        """What the pipeline is doing, for its metrics: reading, waiting for earlier owners, stopped."""
-        reading = core.reading
-        blockers = action.blockers if isinstance(action, (Wait, Exit)) else ()
-        now = self.clock()
-        if reading is None and blockers and not isinstance(action, Exit):
-            self._blocked_since = {b.holder: self._blocked_since.get(b.holder, now) for b in blockers}
-        elif not isinstance(action, (ReadClaims, ReadPlan, Write, Fence, OpenCommits, AllowCommits)):
-            self._blocked_since = {}  # the steps between two waits keep the wait going
-        state = "reading" if reading is not None else ("waiting" if self._blocked_since else "stopped")
-        self.metrics.state(state, self._blocked_since)
-        self.metrics.generations(reading.generation if reading else 0, core.plan_generation, len(reading.holds) if reading else 0)
-
-    def _progress(self, progress: Any) -> None:
-        """A micro-batch completed (the listener's thread): records read, commits, lag per topic."""
-        self.metrics.commits(self.committer.commits, self.committer.failures)
-        committed = self.committer.committed(str(progress.id))
-        lag: dict[str, int] = {}
-        for source in progress.sources:
-            try:
-                latest = parse_source_offsets(source.latestOffset)
-            except (InputError, TypeError, ValueError):
-                continue
-            for (topic, partition), offset in latest.items():
-                done = committed.get((topic, partition))
-                if done is not None:
-                    lag[topic] = lag.get(topic, 0) + max(0, offset - done)
-        self.metrics.progress(int(progress.numInputRows or 0), lag)
-
-    def _refused_read(self, error: BaseException, generation: int, holds: Holds) -> NotAuthorizedError | None:
-        """Spark's Kafka source ends a query the cluster refused with the Java client's error,
-        which names the topics but not the ACL: reading needs READ on each."""
-        needed = [Acl("READ", "Topic", t) for t in sorted({t for t, _ in holds})]
-        return not_authorized(error, needed, ReadNotAuthorizedError, f"{self.consumer} reading under generation {generation}")
-
-    def _guard(self, core: Handover, done: threading.Event) -> None:
-        """Stop the query once its lease lapsed, even while the loop is blocked in a store or
-        Kafka call (a claim write waits out a broker outage: kafka-python's commit_transaction
-        has no bound). The loop stops a lapsed query at its first step, but its first step comes
-        only when that call returns, and meanwhile the query would complete batch after batch.
-        The loop learns of it in ``_observe`` and stops as after any lapse."""
-        while not done.wait(0.1):
-            query = self._query
-            if query is None or core.reading is None or self.clock() < core.deadline():
-                continue
-            run = str(query.runId)  # a query restarted on its checkpoint keeps its id, not its run id
-            if run not in self._lapse_stopped and query.isActive:
-                log.warning("%s: the lease lapsed while the loop waited: stopping the query", self.consumer)
-                self._lapse_stopped.add(run)
-                query.stop()
+                self._failure = self.running.refused_read(error, core.reading.generation, core.reading.holds) or error
 
     def _event(
         self, kind: str, detail: str = "", generation: int | None = None, holds: Holds | None = None, began: float | None = None
     ) -> None:
-        """Record an event; by default under the plan generation seen and what is being read."""
-        core = self._core
-        if holds is None:
-            holds = core.reading.holds if core is not None and core.reading is not None else frozenset()
-        if generation is None:
-            generation = core.plan_generation if core is not None else 0
-        self.events.append(FollowerEvent(time.monotonic(), kind, generation, assign_of(holds), detail, began))
+        self.report.event(self._core, kind, detail, generation, holds, began)
 
     def _saw_plan(self, plan: plan_io.Plan) -> None:
         assert self._core is not None
         generation = int(plan["generation"])
         self._plan_trouble = None
         if generation > self._core.plan_generation:
-            self._plans[generation] = plan
-            for old in [g for g in self._plans if g < generation - 1]:
-                del self._plans[old]
+            self.starting.remember(plan)
             new = holds_of(plan, self.consumer)
             reading = self._core.reading
-            if reading is not None and new != reading.holds and self._handover_since is None:
-                self._handover_since = self.clock()  # ends when it reads the new partitions
+            moves = reading is not None and new != reading.holds
             self._core.saw_plan(generation, new)
             # "service": only the fencer fences, and only its notes stop a pipeline
             self._core.fence_authority = FENCER if plan.get("fencing") == "service" else None
-            self._generations.append(generation)
-            self._event("plan", f"generation {generation}")
-
-    def _committed_json(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for (t, p), o in sorted(self._committed.items()):
-            out.setdefault(t, {})[str(p)] = o
-        return out
+            self.report.saw_plan(self._core, generation, moves)
 
     def _write(self, core: Handover, writer: Any, action: Write) -> None:
         sent, began = self.clock(), time.monotonic()
         try:
             record = writer.write(
-                action.generation, action.holds, self.lease, action.state, self._committed_json(), dict(action.fences)
+                action.generation, action.holds, self.lease, action.state, self.commits.committed_json(), dict(action.fences)
             )
         except ClaimFencedError:
             log.warning("%s: a newer incarnation took the consumer id over: stopping", self.consumer)
@@ -610,137 +481,53 @@ class PlanFollower:
 
     def _open_commits(self, core: Handover, action: OpenCommits) -> None:
         """A new producer of our commit id (a new epoch); the handover checks it before commits go."""
-        if self._commit is not None:
-            try:
-                self._commit.open()
-            except NotAuthorizedError:
-                raise
-            except KafkaCommitError as exc:
-                log.warning("%s: opening its committer failed, retrying: %s", self.consumer, exc)
-                self._pause(min(1.0, self.lease / 12))  # within the lease's budget (``kafka_wait_ms``)
-                return
+        try:
+            self.commits.open()
+        except NotAuthorizedError:
+            raise
+        except KafkaCommitError as exc:
+            log.warning("%s: opening its committer failed, retrying: %s", self.consumer, exc)
+            self._pause(min(1.0, self.lease / 12))  # within the lease's budget (``kafka_wait_ms``)
+            return
         core.commits_opened(action.version, self.clock())
         self._event("open-commits", f"{action.version[0][:8]}/{action.version[1]}")
 
     def _allow_commits(self, core: Handover) -> None:
-        if self._commit is not None:
-            self._commit.allow(new_query=False)
+        self.commits.allow(new_query=False)
         core.commits_allowed_now()
         log.info("%s: its committer was reopened and checked; commits go again", self.consumer)
         self._event("allow-commits")
 
     def _finish_commit(self, core: Handover, action: FinishCommit) -> None:
         """Retry the final commit of a stopped query, through the producer the handover reopened."""
-        query_id = self._pending_query
-        result = "skipped"
-        committed: Offsets = {}
-        if query_id is not None:
-            result, committed = self._final_commit(query_id, [])
+        result, committed = self.commits.retry_pending(self.commit_timeout)
         self._finish_stop(core, result, committed, f"the final commit of generation {action.generation}", "final-commit")
 
-    def _owners(self, generation: int) -> dict[TopicPartition, str] | None:
-        """Who owned each partition in ``generation`` (None: the store no longer keeps it)."""
-        if generation not in self._owners_of:
-            plan = self._plans.get(generation)
-            if plan is None:
-                try:
-                    plan = self.store.get(generation)
-                except (StoreError, PlanFormatError):
-                    plan = None
-            self._owners_of[generation] = (
-                None
-                if plan is None
-                else {(t, p): c for c, entry in plan["consumers"].items() for t, ps in entry["assign"].items() for p in ps}
-            )
-        return self._owners_of[generation]
-
-    def _distrust(self, metadata: Mapping[TopicPartition, str]) -> dict[TopicPartition, str]:
-        """Commits that no pipeline of the plan made (``options.foreign_commits``): reported, and
-        never where this pipeline starts."""
-        assert self._core is not None
-        found = foreign_commits(metadata, self._owners, self._core.plan_generation)
-        for (t, p), why in found.items():
-            log.warning(
-                "%s: the group's commit of %s-%d %s: no pipeline of the plan made it; %s does not start from it",
-                self.consumer, t, p, why, self.consumer,
-            )  # fmt: skip
-            self._event("foreign-commit", f"{t}-{p}: {why}")
-        self.foreign_commits += len(found)
-        return found
-
-    def _start_offsets(self, plan: plan_io.Plan, assign: dict[str, list[int]]) -> dict[str, dict[str, int]]:
-        """The group's committed offsets (else the reset rule), never behind what a releasing
-        owner said in its claim it had committed (the group may not show it yet); a commit no
-        pipeline of the plan made counts as none."""
-        assert self.group is not None and self._core is not None
-        deadline = time.monotonic() + self.commit_timeout
-        while True:  # a broker away for a moment must not end a pipeline between two generations
-            try:
-                starting = read_group_starting_offsets(
-                    self.bootstrap_servers,
-                    self.group,
-                    assign,
-                    str(plan.get("reset", "latest")),
-                    client_options=self.client_options,
-                    timeout_ms=self.kafka_timeout_ms,
-                    distrust=self._distrust,
-                )
-                break
-            except NotAuthorizedError:
-                raise
-            except KafkaReadError as exc:
-                if time.monotonic() >= deadline:
-                    raise
-                log.warning("%s cannot read its start offsets yet, retrying: %s", self.consumer, exc)
-                self._pause(1.0)
-        for record in self._core.view.values():
-            if not isinstance(record, ClaimRecord):
-                continue
-            for topic, parts in record.committed.items():
-                for partition, offset in parts.items():
-                    current = starting.get(topic, {}).get(str(partition))
-                    if current is not None and (current < 0 or int(offset) > current):  # also over the reset rule
-                        starting[topic][str(partition)] = int(offset)
-        return starting
-
     def _start(self, core: Handover, action: Start) -> None:
-        plan = self._plans.get(action.generation)
-        if plan is None:
-            try:
-                plan = self.store.get(action.generation)
-            except NotAuthorizedError:
-                raise
-            except (StoreError, PlanFormatError) as exc:
-                self._unreadable_plan(exc)
-                self._pause(1.0)
-                return  # the state machine asks to start again
+        try:
+            plan = self.starting.plan(action.generation)
+        except NotAuthorizedError:
+            raise
+        except (StoreError, PlanFormatError) as exc:
+            self._unreadable_plan(exc)
+            self._pause(1.0)
+            return  # the state machine asks to start again
         if plan is None:
             raise PlanError(f"generation {action.generation} is gone from {self.store.uri} before {self.consumer} started it")
         assign = assign_of(action.holds)
-        starting = self._start_offsets(plan, assign)
+        assert self.group is not None
+        starting = self.starting.read(plan, assign, self.group, core.plan_generation, core.view)
         if not core.may_start(self.clock()):
             # opening the committer or reading offsets was slow (a broker clearing a killed
             # predecessor's transaction): start only with most of a lease ahead, as decided
             log.info("%s renews its claim before it starts: the lease ran low while preparing", self.consumer)
             return
         stream = stream_for(self.spark, plan, self.consumer, self.store.uri, starting, self.options)
-        # a checkpoint of its own for every start: Spark resumes a query from its checkpoint and
-        # ignores the starting offsets, and a query restarted under the same generation (after a
-        # lapse) must start where the group's commits stand, which another pipeline may have
-        # moved on meanwhile, not where its own last run stopped
-        self._starts += 1
-        checkpoint = join_uri(
-            self.checkpoint_root, self.consumer, f"gen-{action.generation:06d}-{core.incarnation[:8]}-{self._starts:03d}"
-        )
-        if self._commit is not None:
-            self._commit.allow(new_query=True)  # opened under our claim and checked after the open
-        query = self.start_query(stream, checkpoint)
-        self._query = query
+        self.commits.allow(new_query=True)  # opened under our claim and checked after the open
+        query = self.running.start(stream, core.incarnation)
         self.committer.track(str(query.id), action.holds)
         core.started(action.generation, action.holds)
-        if self._handover_since is not None:
-            self.metrics.handover(self.clock() - self._handover_since)
-            self._handover_since = None
+        self.report.started()
         self._event("start", offsets_json(starting), action.generation, action.holds)
         log.info(
             "%s reads %s under generation %d from %s",
@@ -748,52 +535,24 @@ class PlanFollower:
         )  # fmt: skip
 
     def _stop(self, core: Handover, action: Stop) -> None:
-        query = self._query
+        running = self.running.query is not None
         result = "skipped"
         committed: Offsets = {}
-        if query is not None:
-            if action.commit:
-                forced = stop_between_batches(query, self.stop_timeout)
-                if forced:
-                    log.warning(
-                        "%s: no pause between batches within %gs; stopped mid-batch (that batch is read again)",
-                        self.consumer, self.stop_timeout,
-                    )  # fmt: skip
-                ends = sparkcompat.source_end_offsets(query.lastProgress)
-                result, committed = self._final_commit(str(query.id), ends)
-            else:
-                if "lease lapsed" in action.reason:
-                    self.metrics.lapse()
-                query.stop()  # at once: whatever it read after its lease lapsed is not committed
-                self.committer.untrack(str(query.id))
-            self._query = None
-        elif self._pending_query is not None:  # a final commit that waited is dropped (the lease ran out)
-            self.committer.untrack(self._pending_query)
-            self._pending_query = None
-        self._finish_stop(core, result, committed, action.reason, "stop" if query is not None else "drop")
-
-    def _final_commit(self, query_id: str, ends: Sequence[str | None]) -> tuple[str, Offsets]:
-        """The final commit of a stopped query: ok | refused | held (waits for a producer) | failed."""
-        try:
-            committed = self.committer.finish(query_id, ends, timeout=self.commit_timeout)
-        except CommitFencedError:
-            return "refused", {}
-        except CommitHeldError:
-            self._pending_query = query_id
-            return "held", {}
-        except NotAuthorizedError:  # waiting does not grant an ACL: end the run with the line
-            raise
-        except KafkaCommitError as exc:
-            log.error("%s keeps its claim: %s", self.consumer, one_line(exc))
-            return "failed", {}
-        self._pending_query = None
-        self._committed.update(committed)
-        return "ok", committed
+        if running and action.commit:
+            query_id, ends = self.running.stop_between_batches()
+            result, committed = self.commits.final(query_id, ends, self.commit_timeout)
+            self.running.forget()  # only now: ``query`` shows the stopped query until its commit is done
+        elif running:
+            if "lease lapsed" in action.reason:
+                self.metrics.lapse()
+            self.committer.untrack(self.running.stop_now())  # at once: what it read after a lapse is not committed
+        else:
+            self.commits.drop_pending()  # a final commit that waited is dropped (the lease ran out)
+        self._finish_stop(core, result, committed, action.reason, "stop" if running else "drop")
 
     def _finish_stop(self, core: Handover, result: str, committed: Offsets, reason: str, kind: str) -> None:
         stint = core.reading or core.final_pending
-        if self._commit is not None:
-            self._commit.close()  # every start opens a new producer, through the handover's check
+        self.commits.close()  # every start opens a new producer, through the handover's check
         log.info("%s stops reading: %s (commit: %s)", self.consumer, reason, result)
         # the detail is what the final commit left in the group: where a successor starts
         detail = json.dumps({f"{t}-{p}": o for (t, p), o in sorted(committed.items())})
@@ -804,7 +563,7 @@ class PlanFollower:
         """One step of waiting: a long poll for a newer plan, then a fresh look at the claims
         (a release, a newer generation's claim); the loop asks the state machine again."""
         now = self.clock()
-        if now >= action.until or self._stopping.is_set() or self._refused.is_set():
+        if now >= action.until or self._stopping.is_set() or self.commits.refused.is_set():
             return
         step = min(action.until - now, 1.0 if core.reading is not None or action.blockers else self.poll_interval)
         try:
@@ -834,18 +593,7 @@ class PlanFollower:
     def _pause(self, seconds: float) -> None:
         self._stopping.wait(max(0.0, seconds))
 
-    # -- the committer's callbacks (other threads)
-
-    def _commit_call(self, offsets: Mapping[TopicPartition, int], generation: int) -> None:
-        try:
-            if self._given_commit is not None:
-                self._given_commit(offsets, generation)
-                return
-            assert self._commit is not None
-            self._commit(offsets, generation)
-        except NotAuthorizedError as exc:
-            self._denied = exc  # the loop ends the run with it (this is the listener's thread)
-            raise
+    # -- the committer's view (the listener's thread, and the loop's during a final commit)
 
     def _reading_generation(self) -> int:
         """The generation a commit names: the running query's, or the stopped one's whose final commit waits."""
@@ -853,10 +601,5 @@ class PlanFollower:
         stint = (core.reading or core.final_pending) if core is not None else None
         return stint.generation if stint is not None else 0
 
-    def _on_refused(self, query_id: str) -> None:
-        self.metrics.refused()
-        self._refusals += 1
-        self._refused.set()
 
-
-__all__ = ["PlanFollower", "StartQuery"]
+__all__ = ["PlanFollower"]

@@ -148,9 +148,9 @@ class FencedGroupCommit:
     Its decisions are a ``CommitGate``'s (``spark_lag_assign.consume.gate``): it sends only
     while the gate is open, and it never opens a producer by itself. ``open()`` takes a new
     epoch of the id (fencing our own earlier producers); ``allow()`` lets commits go. Both are
-    called by the pipeline's handover (``PlanFollower``), after it checked that no successor
-    fenced this consumer; a commit after a failure that closed the producer raises
-    ``CommitHeldError`` until the handover has reopened it.
+    called by the pipeline's handover (``PlanFollower``, through ``PipelineCommits``), after
+    it checked that no successor fenced this consumer; a commit after a failure that closed
+    the producer raises ``CommitHeldError`` until the handover has reopened it.
     """
 
     def __init__(

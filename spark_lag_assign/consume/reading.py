@@ -1,9 +1,12 @@
-"""Reading with a plan: one consumer's part of a plan generation as Spark's Kafka source."""
+"""Reading with a plan: one consumer's part of a plan generation as Spark's Kafka source, and
+the one query a follower runs over it at a time (``RunningQuery``)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -15,13 +18,29 @@ from spark_lag_assign.consume.options import (
     source_options,
     tp_names,
 )
-from spark_lag_assign.errors import ConsumerNotInPlanError, InputError, NothingAssignedError, PlanError
+from spark_lag_assign.errors import (
+    ConsumerNotInPlanError,
+    InputError,
+    NotAuthorizedError,
+    NothingAssignedError,
+    PlanError,
+    ReadNotAuthorizedError,
+)
+from spark_lag_assign.extract.acls import Acl, not_authorized
+from spark_lag_assign.extract.uris import join_uri
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import Store, open_store
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+
+    from spark_lag_assign.consume.protocol import Handover, Holds
+
+log = logging.getLogger(__name__)
+
+StartQuery = Callable[["AssignedStream", str], "StreamingQuery"]
+"""``start(stream, checkpoint_location) -> StreamingQuery``: the pipeline's own processing and sink."""
 
 
 @dataclass(frozen=True)
@@ -185,8 +204,87 @@ def stop_between_batches(query: StreamingQuery, timeout: float) -> bool:
     return False  # it ended by itself (availableNow, or failed): nothing left to stop
 
 
+class RunningQuery:
+    """The one streaming query a follower runs at a time (``query``: None while it reads nothing).
+
+    ``start``: the pipeline's own processing and sink; every start gets a checkpoint of its
+    own below ``checkpoint_root``/<consumer>. ``guard`` is the body of the lease guard thread.
+    """
+
+    def __init__(self, consumer: str, start: StartQuery, checkpoint_root: str, stop_timeout: float) -> None:
+        self.consumer = consumer
+        self.start_query = start
+        self.checkpoint_root = checkpoint_root
+        self.stop_timeout = stop_timeout
+        self.query: StreamingQuery | None = None
+        self._starts = 0
+        self._lapse_stopped: set[str] = set()  # run ids of the queries the lease guard stopped
+
+    def start(self, stream: AssignedStream, incarnation: str) -> StreamingQuery:
+        # a checkpoint of its own for every start: Spark resumes a query from its checkpoint and
+        # ignores the starting offsets, and a query restarted under the same generation (after a
+        # lapse) must start where the group's commits stand, which another pipeline may have
+        # moved on meanwhile, not where its own last run stopped
+        self._starts += 1
+        name = f"gen-{stream.generation:06d}-{incarnation[:8]}-{self._starts:03d}"
+        self.query = self.start_query(stream, join_uri(self.checkpoint_root, self.consumer, name))
+        return self.query
+
+    def stop_between_batches(self) -> tuple[str, Sequence[str | None]]:
+        """Stop it between two batches (``stop_between_batches``): its id and where its source
+        ended. It stays ``query`` until ``forget``: its final commit comes first."""
+        query = self.query
+        assert query is not None
+        if stop_between_batches(query, self.stop_timeout):
+            log.warning(
+                "%s: no pause between batches within %gs; stopped mid-batch (that batch is read again)",
+                self.consumer, self.stop_timeout,
+            )  # fmt: skip
+        return str(query.id), sparkcompat.source_end_offsets(query.lastProgress)
+
+    def forget(self) -> None:
+        """The stopped query is done with (its final commit went, or was given up)."""
+        self.query = None
+
+    def stop_now(self) -> str:
+        """Stop it at once (whatever it read after a lapse is not committed): its id."""
+        query = self.query
+        assert query is not None
+        query.stop()
+        self.query = None
+        return str(query.id)
+
+    def refused_read(self, error: BaseException, generation: int, holds: Holds) -> NotAuthorizedError | None:
+        """Spark's Kafka source ends a query the cluster refused with the Java client's error,
+        which names the topics but not the ACL: reading needs READ on each."""
+        needed = [Acl("READ", "Topic", t) for t in sorted({t for t, _ in holds})]
+        return not_authorized(error, needed, ReadNotAuthorizedError, f"{self.consumer} reading under generation {generation}")
+
+    def lapse_stopped(self) -> bool:
+        """The guard stopped the running query: its lease lapsed."""
+        return self.query is not None and str(self.query.runId) in self._lapse_stopped
+
+    def guard(self, core: Handover, clock: Callable[[], float], done: threading.Event) -> None:
+        """Stop the query once its lease lapsed, even while the loop is blocked in a store or
+        Kafka call (a claim write waits out a broker outage: kafka-python's commit_transaction
+        has no bound). The loop stops a lapsed query at its first step, but its first step comes
+        only when that call returns, and meanwhile the query would complete batch after batch.
+        The loop learns of it through ``lapse_stopped`` and stops as after any lapse."""
+        while not done.wait(0.1):
+            query = self.query
+            if query is None or core.reading is None or clock() < core.deadline():
+                continue
+            run = str(query.runId)  # a query restarted on its checkpoint keeps its id, not its run id
+            if run not in self._lapse_stopped and query.isActive:
+                log.warning("%s: the lease lapsed while the loop waited: stopping the query", self.consumer)
+                self._lapse_stopped.add(run)
+                query.stop()
+
+
 __all__ = [
     "AssignedStream",
+    "RunningQuery",
+    "StartQuery",
     "as_store",
     "consumer_entry",
     "holds_of",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spark_lag_assign.consume import PlanFollower
-from spark_lag_assign.consume.follower import kafka_wait_ms
+from spark_lag_assign.consume.commits import kafka_wait_ms
 from spark_lag_assign.errors import CommitFencedError, InputError
 
 

@@ -362,7 +362,7 @@ class HandoverModel(RuleBasedStateMachine):
             proc.committing = None
 
     def final_commit(self, proc: Proc, query: Query, ends: list[str]) -> str:
-        """``PlanFollower._final_commit``: ok | refused | held | failed."""
+        """``PipelineCommits.final`` (``consume/commits.py``): ok | refused | held | failed."""
         try:
             self.commit_through(proc, query.stint, lambda: proc.committer.finish(query.qid, ends, timeout=2.0))
         except CommitFencedError:

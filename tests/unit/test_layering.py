@@ -81,6 +81,7 @@ PURE = [
     "spark_lag_assign.store.kafka_writers",
     "spark_lag_assign.consume",
     "spark_lag_assign.consume.actions",
+    "spark_lag_assign.consume.commits",
     "spark_lag_assign.consume.committer",
     "spark_lag_assign.consume.fencer",
     "spark_lag_assign.consume.events",
@@ -90,6 +91,8 @@ PURE = [
     "spark_lag_assign.consume.options",
     "spark_lag_assign.consume.protocol",
     "spark_lag_assign.consume.reading",
+    "spark_lag_assign.consume.report",
+    "spark_lag_assign.consume.starting",
     # kafka-python's group protocol: it runs in consumers that have no Spark at all
     "spark_lag_assign.group",
     "spark_lag_assign.group.assignor",
