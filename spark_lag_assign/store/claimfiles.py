@@ -14,15 +14,12 @@ number taken: that is its fencing. The newest ``CLAIMS_KEPT`` files of an id are
 from __future__ import annotations
 
 import logging
-import os
 import posixpath
 import re
-import socket
 import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
 
 from spark_lag_assign.store.base import (
     ClaimFencedError,
@@ -41,10 +38,6 @@ log = logging.getLogger(__name__)
 CLAIMS_KEPT = 4
 
 _CLAIM = re.compile(r"^(\d{10,})\.json$")
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class ClaimFiles:
@@ -149,10 +142,7 @@ class DirectoryClaimWriter(ClaimWriter):
             state=state,
             fences=dict(fences or {}),
             committed={t: dict(ps) for t, ps in (committed or {}).items()},
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            written=_now(),
-        )
+        )  # host, pid and the time: stamped by ``to_json``, as it is written
 
     def _take_over(self) -> None:
         files = self._files
