@@ -284,10 +284,8 @@ class PlanFollower:
         )
         self._core = core
         core.took_over(writer.predecessor, self.clock())
-        if writer.predecessor is not None:
-            self._event(
-                "took-over", f"from incarnation {writer.predecessor.incarnation}, holding {names(writer.predecessor.holds)}"
-            )
+        if (old := writer.predecessor) is not None:
+            self._event("took-over", f"from incarnation {old.incarnation}, holding {names(old.holds)}")
         self.commits.use_producer(
             self.bootstrap_servers,
             group,
@@ -463,12 +461,7 @@ class PlanFollower:
             self._read_claims(core)
             return
         try:
-            fence(
-                self.bootstrap_servers,
-                commit_id(self.store.name, action.consumer),
-                self.client_options,
-                self.kafka_timeout_ms,
-            )
+            fence(self.bootstrap_servers, commit_id(self.store.name, action.consumer), self.client_options, self.kafka_timeout_ms)
         except NotAuthorizedError:
             raise
         except KafkaCommitError as exc:

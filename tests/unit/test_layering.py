@@ -415,3 +415,13 @@ def test_a_function_over_60_lines_says_why_in_its_docstring() -> None:
                 if length > 60 and "Long because" not in (ast.get_docstring(node) or ""):
                     unexplained.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({length} lines)")
     assert unexplained == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """A module a newcomer reads in one sitting: past 600 lines, split it by what owns which state."""
+    long = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > 600:
+            long[str(path.relative_to(PACKAGE))] = lines
+    assert long == {}
