@@ -270,6 +270,7 @@ class FollowerMetrics:
         for family in families:
             family.labels(consumer)
         self._lag_topics: set[str] = set()
+        self._mirrored = {"commits": 0, "failures": 0}  # the committer's totals already counted
 
     @never_raises
     def generations(self, reading: int, seen: int, partitions: int) -> None:
@@ -293,8 +294,10 @@ class FollowerMetrics:
     @never_raises
     def commits(self, total: int, failures: int) -> None:
         """The committer's running totals (it counts them; this mirrors them)."""
-        _catch_up(self._commits.labels(self.consumer), total)
-        _catch_up(self._commit_failures.labels(self.consumer), failures)
+        for name, counter, count in (("commits", self._commits, total), ("failures", self._commit_failures, failures)):
+            if count > self._mirrored[name]:  # counters only go up
+                counter.labels(self.consumer).inc(count - self._mirrored[name])
+                self._mirrored[name] = count
 
     @never_raises
     def refused(self) -> None:
@@ -317,13 +320,6 @@ class FollowerMetrics:
         for topic, lag in lag_by_topic.items():
             self._lag.labels(self.consumer, topic).set(max(0, lag))
         self._lag_topics = set(lag_by_topic)
-
-
-def _catch_up(counter: Any, total: float) -> None:
-    """Raise a counter child to ``total`` (counters only go up)."""
-    current = counter._value.get()
-    if total > current:
-        counter.inc(total - current)
 
 
 # -- the kafka-python group assignors -----------------------------------------------------------

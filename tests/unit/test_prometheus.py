@@ -139,6 +139,17 @@ def test_the_wait_for_a_blocker_grows_with_the_clock() -> None:
     assert not [k for k in parsed(metrics.registry) if k[0] == "spark_lag_assign_follower_wait_seconds"]
 
 
+def test_a_follower_mirrors_the_committers_running_totals_without_counting_twice() -> None:
+    """The committer counts commits and failures; the metrics follow its totals, which arrive
+    again with every batch, and a total that goes back (a report out of order) is ignored."""
+    metrics = FollowerMetrics("A")
+    for total, failures in [(3, 1), (3, 1), (5, 1), (4, 2)]:
+        metrics.commits(total, failures)
+    samples = parsed(metrics.registry)
+    assert samples[(f"{PREFIX}follower_commits_total", (("consumer", "A"),))] == 5
+    assert samples[(f"{PREFIX}follower_commit_failures_total", (("consumer", "A"),))] == 2
+
+
 def dashboard_queries() -> list[str]:
     doc = json.loads(DASHBOARD.read_text())
     return [t["expr"] for panel in doc["panels"] for t in panel["targets"]]
