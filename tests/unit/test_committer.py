@@ -635,3 +635,41 @@ def test_the_lease_margin_defaults_to_a_tenth_of_the_lease_within_bounds_and_is_
         Handover("A", "A1", lease=30.0, margin=10.0)
     with pytest.raises(ValueError, match=r"^margin -0.5 must be below a third of the lease 30.0$"):
         Handover("A", "A1", lease=30.0, margin=-0.5)
+
+
+def test_a_transactional_step_waits_within_its_bound_and_passes_on_what_it_raised() -> None:
+    """kafka-python's commit_transaction waits without a bound; the committer's own bound
+    answers a step that hangs with a timeout, and hands on a step's own error or success."""
+    import threading
+
+    from kafka.errors import KafkaTimeoutError, ProducerFencedError
+
+    from spark_lag_assign.consume.kafka_commit import _bounded
+
+    release = threading.Event()
+
+    class Producer:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+        def commit_transaction(self) -> None:
+            self.calls.append(("commit_transaction", ()))
+            release.wait(30)  # a broker that is away: no answer
+
+        def send_offsets_to_transaction(self, offsets: Any, group: str) -> None:
+            self.calls.append(("send_offsets_to_transaction", (offsets, group)))
+            if group == "fenced":
+                raise ProducerFencedError()
+
+    producer = Producer()
+    with pytest.raises(KafkaTimeoutError, match="commit_transaction did not complete within 200 ms"):
+        _bounded(producer, "commit_transaction", 200)
+    release.set()
+    _bounded(producer, "send_offsets_to_transaction", 5000, {"t": 1}, "g")
+    with pytest.raises(ProducerFencedError):
+        _bounded(producer, "send_offsets_to_transaction", 5000, {"t": 1}, "fenced")
+    assert producer.calls == [
+        ("commit_transaction", ()),
+        ("send_offsets_to_transaction", ({"t": 1}, "g")),
+        ("send_offsets_to_transaction", ({"t": 1}, "fenced")),
+    ]
