@@ -425,3 +425,50 @@ def test_no_module_is_over_600_lines() -> None:
         if lines > 600:
             long[str(path.relative_to(PACKAGE))] = lines
     assert long == {}
+
+
+#: Private names of other libraries that the package may touch, and where: PySpark offers no
+#: public handle on its JVM, and the Hadoop store needs one (store/hadoop.py says why).
+FOREIGN_PRIVATES = {
+    ("store/hadoop.py", "_active_spark_context"),
+    ("store/hadoop.py", "_jsc"),  # and ``_gateway``, which the check counts as ours by its name
+}
+
+
+def test_no_private_name_of_another_library_is_reached_outside_its_one_place() -> None:
+    """A private attribute (``x._name``, ``getattr(x, "_name")``) whose name the package does
+    not define itself belongs to another library: its next release may drop it silently."""
+    trees = {
+        str(path.relative_to(PACKAGE)): ast.parse(path.read_text())
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "testing" not in path.parts
+    }
+    ours: set[str] = set()
+    for tree in trees.values():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                ours.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                ours.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                ours.add(node.id)
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                ours.add(node.target.id)
+    reached = set()
+    for where, tree in trees.items():
+        for node in ast.walk(tree):
+            name = None
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                name = node.attr
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
+                name = node.args[1].value
+            if name and name.startswith("_") and not name.startswith("__") and name not in ours:
+                reached.add((where, name))
+    assert reached == FOREIGN_PRIVATES
