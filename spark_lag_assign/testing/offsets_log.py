@@ -300,30 +300,75 @@ def of_group(commits: Iterable[OffsetCommit], group: str) -> list[OffsetCommit]:
     return sorted((c for c in commits if c.group == group), key=lambda c: c.position)
 
 
+def partition_of(group: str, partitions: int) -> int:
+    """The partition of ``__consumer_offsets`` that holds ``group``'s records: Kafka's
+    ``abs(group.hashCode()) % partitions``, with Java's ``String.hashCode`` (31 * h + each
+    UTF-16 code unit, in 32 bits) and its ``Utils.abs`` (the sign bit cleared)."""
+    code = 0
+    units = group.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        code = (31 * code + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    return (code & 0x7FFFFFFF) % partitions
+
+
+def _decided(consumer: Any, log_ends: Mapping[Any, int], deadline: float, timeout: float) -> dict[Any, int]:
+    """The last stable offsets of ``log_ends``' partitions, once each reaches its end there
+    (every transaction begun before is decided); ``TimeoutError`` naming one that does not."""
+    while True:
+        ends = consumer.end_offsets(list(log_ends))  # read_committed: a reader stops at an open transaction
+        undecided = {tp: (ends[tp], end) for tp, end in log_ends.items() if ends[tp] < end}
+        if not undecided:
+            return dict(ends)
+        if time.monotonic() > deadline:
+            tp, (stable, end) = min(undecided.items())
+            raise TimeoutError(
+                f"a transaction in {TOPIC}-{tp.partition} stayed open for {timeout:g}s at offset {stable} "
+                f"(the log ends at {end}): the commits past it cannot be read"
+            )
+        time.sleep(0.2)
+
+
 def read_commits(
     bootstrap_servers: str, group: str | None = None, *, timeout: float = 120.0, client_options: Mapping[str, Any] | None = None
 ) -> list[OffsetCommit]:
     """Every offset commit in ``__consumer_offsets`` that a ``read_committed`` reader sees,
-    up to the log's end as of the call, in log order; only ``group``'s if given. On a broker
-    that authorizes, ``client_options`` log in as a super user (nobody else may read the log)."""
+    up to the log's end as of the call, in log order; only ``group``'s if given (read from its
+    one partition). On a broker that authorizes, ``client_options`` log in as a super user
+    (nobody else may read the log).
+
+    Never a part of the log read as if it were all of it: a ``read_committed`` reader stops at
+    the first transaction still open (the last stable offset), so this first waits until
+    every transaction begun before the call is decided, and raises ``TimeoutError`` naming
+    the partition and both offsets if one stays open past ``timeout`` (a hanging transaction:
+    ``kafka-transactions.sh find-hanging``); commits past it would otherwise go unjudged.
+    """
     from kafka import KafkaConsumer
     from kafka.structs import TopicPartition
 
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap_servers, client_id="sla-offsets-log", enable_auto_commit=False,
-        isolation_level="read_committed", auto_offset_reset="earliest", max_partition_fetch_bytes=4 * 1024 * 1024,
-        **dict(client_options or {}),
-    )  # fmt: skip
+    def reader(isolation: str) -> Any:
+        return KafkaConsumer(
+            bootstrap_servers=bootstrap_servers, client_id="sla-offsets-log", enable_auto_commit=False,
+            isolation_level=isolation, auto_offset_reset="earliest", max_partition_fetch_bytes=4 * 1024 * 1024,
+            **dict(client_options or {}),
+        )  # fmt: skip
+
+    consumer = reader("read_committed")
     try:
         partitions = consumer.partitions_for_topic(TOPIC)
         if not partitions:
             return []
-        tps = [TopicPartition(TOPIC, p) for p in sorted(partitions)]
+        numbers = sorted(partitions) if group is None else [partition_of(group, len(partitions))]
+        tps = [TopicPartition(TOPIC, p) for p in numbers]
+        written = reader("read_uncommitted")
+        try:
+            log_ends = written.end_offsets(tps)  # every record appended so far, decided or not
+        finally:
+            written.close()
+        deadline = time.monotonic() + timeout
+        ends = _decided(consumer, log_ends, deadline, timeout)
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)  # the last stable offsets: open transactions are not read past
         found: list[OffsetCommit] = []
-        deadline = time.monotonic() + timeout
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {TOPIC} did not reach {ends} within {timeout:g}s")
@@ -339,5 +384,5 @@ def read_commits(
 
 __all__ = [
     "TOPIC", "DecodeError", "OffsetCommit", "RecordBatch", "decode", "decode_batches", "decode_key", "decode_value",
-    "of_group", "read_commits", "with_visibility",
+    "of_group", "partition_of", "read_commits", "with_visibility",
 ]  # fmt: skip

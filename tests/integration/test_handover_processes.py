@@ -145,6 +145,29 @@ def test_the_brokers_log_shows_every_accepted_commit_and_no_aborted_one(kafka: L
     assert all(c.committed_at <= c.visible_at < c.committed_at + 5 for c in seen[2:]), [c.describe() for c in seen]
 
 
+def test_a_transaction_left_open_in_the_offsets_log_is_named_never_read_past(kafka: LocalKafka) -> None:
+    """A read_committed reader stops at an open transaction; the verdict's reader waits for it
+    and, past its timeout, names it instead of judging the commits before it as all there are."""
+    from kafka import KafkaProducer
+    from kafka.structs import OffsetAndMetadata, TopicPartition
+
+    bootstrap, group, topic = kafka.bootstrap_servers, f"open-{time.time_ns()}", f"open-{time.time_ns()}"
+    create_topic(bootstrap, topic, 1)
+    commit(bootstrap, group, {(topic, 0): 0})
+    pending = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"open-{group}")
+    try:
+        pending.init_transactions()
+        pending.begin_transaction()
+        pending.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(5, "open", -1)}, group)
+        commit(bootstrap, group, {(topic, 0): 1})  # a plain commit behind the open transaction
+        with pytest.raises(TimeoutError, match=r"a transaction in __consumer_offsets-\d+ stayed open for 2s at offset \d+"):
+            offsets_log.read_commits(bootstrap, group, timeout=2)
+        pending.commit_transaction()
+    finally:
+        pending.close()
+    assert [c.offset for c in offsets_log.read_commits(bootstrap, group)] == [0, 5, 1]
+
+
 # -- the scenario's moving parts -----------------------------------------------------------------
 
 
