@@ -302,13 +302,15 @@ def of_group(commits: Iterable[OffsetCommit], group: str) -> list[OffsetCommit]:
 
 def partition_of(group: str, partitions: int) -> int:
     """The partition of ``__consumer_offsets`` that holds ``group``'s records: Kafka's
-    ``abs(group.hashCode()) % partitions``, with Java's ``String.hashCode`` (31 * h + each
-    UTF-16 code unit, in 32 bits) and its ``Utils.abs`` (the sign bit cleared)."""
+    ``Utils.abs(group.hashCode()) % partitions``, with Java's ``String.hashCode`` (31 * h +
+    each UTF-16 code unit, in signed 32 bits) and ``Utils.abs`` (0 for the smallest int,
+    else the absolute value; not the sign bit cleared, which is the producer's rule)."""
     code = 0
     units = group.encode("utf-16-be")
     for i in range(0, len(units), 2):
         code = (31 * code + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
-    return (code & 0x7FFFFFFF) % partitions
+    signed = code - (1 << 32) if code >= 1 << 31 else code
+    return (0 if signed == -(1 << 31) else abs(signed)) % partitions
 
 
 def _decided(consumer: Any, log_ends: Mapping[Any, int], deadline: float, timeout: float) -> dict[Any, int]:

@@ -202,11 +202,14 @@ def test_an_emptied_control_batch_is_skipped() -> None:
 
 def test_a_groups_partition_of_the_offsets_log_is_javas_string_hash_modulo_the_count() -> None:
     """Values of Java's ``String.hashCode`` that are known: "hello" is 99162322, "Aa" and "BB"
-    collide at 2112, and "polygenelubricants" hashes to Integer.MIN_VALUE, whose ``Utils.abs``
-    is 0; a character outside the BMP counts as its two UTF-16 code units."""
+    collide at 2112, "my-group" is -1906497762 (Kafka's ``Utils.abs``: partition 12 of 50,
+    where clearing the sign bit would give 36), and "polygenelubricants" hashes to
+    Integer.MIN_VALUE, whose ``Utils.abs`` is 0; a character outside the BMP counts as its
+    two UTF-16 code units."""
     assert partition_of("hello", 50) == 99162322 % 50
     assert partition_of("hello", 1) == 0
     assert partition_of("Aa", 50) == partition_of("BB", 50) == 2112 % 50
+    assert partition_of("my-group", 50) == 1906497762 % 50 == 12
     assert partition_of("polygenelubricants", 50) == 0
     assert partition_of("", 7) == 0
     assert partition_of("\U0001F600", 1000) == ((31 * 0xD83D + 0xDE00) & 0x7FFFFFFF) % 1000
