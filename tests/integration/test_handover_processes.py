@@ -154,7 +154,9 @@ def test_a_transaction_left_open_in_the_offsets_log_is_named_never_read_past(kaf
     bootstrap, group, topic = kafka.bootstrap_servers, f"open-{time.time_ns()}", f"open-{time.time_ns()}"
     create_topic(bootstrap, topic, 1)
     commit(bootstrap, group, {(topic, 0): 0})
-    pending = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"open-{group}")
+    # its own transaction timeout, short: should the test fail while it is open, the broker
+    # aborts it soon, and the offsets log is not held for the tests that follow
+    pending = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"open-{group}", transaction_timeout_ms=10000)
     try:
         pending.init_transactions()
         pending.begin_transaction()
