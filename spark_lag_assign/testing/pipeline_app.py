@@ -468,15 +468,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         while True:
             thread.join(timeout=0.2)
-            events = follower.events
+            new = follower.events[seen:]  # the follower's thread appends on: count only what is emitted
+            seen += len(new)
             offset = time.time() - time.monotonic()
-            for e in events[seen:]:
+            for e in new:
                 stint = None
                 if e.kind == "start":  # the sink named the query before the follower recorded its start
                     stint = sink.stints[starts] if starts < len(sink.stints) else "?"
                     starts += 1
                 _emit("EVENT", event_payload(args.consumer, e, offset, stint))
-            seen = len(events)
             if not thread.is_alive():
                 break
     finally:
