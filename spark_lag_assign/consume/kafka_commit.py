@@ -64,49 +64,35 @@ def parse_metadata(text: str | None) -> tuple[str, int] | None:  # pragma: no mu
         return None
 
 
-class _Unanswered(KafkaCommitError):
-    """A transactional step got no answer within its bound; the producer is left to the
-    worker that waits for the answer, which closes it then (``_bounded``)."""
-
-
 def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:  # pragma: no mutate block
     """``producer.<step>(*args)`` (``send_offsets_to_transaction`` or ``commit_transaction``),
-    waiting at most ``timeout_ms``; past it, ``_Unanswered``.
+    waiting at most ``timeout_ms``; past it, ``KafkaTimeoutError``.
 
     kafka-python 3.0.12 waits for both without a bound, so a broker that is away would hang
-    the commit (and the micro-batch listener behind it) until it came back. The call runs
-    through the producer's public method in a worker thread, waited for with the bound. Past
-    it, the transaction is undecided: the caller drops the producer (a new one is the
-    handover's to open, and its ``init_transactions`` settles the transaction), and the
-    worker keeps the dropped producer running until the call is answered, then closes it.
-    So nothing is left behind once the broker answers: the answer comes when the broker is
-    back, or sooner, as a refusal, once a new producer of the id has fenced this one.
-    Closing at once instead would stop the producer's I/O and leave the worker waiting for
-    good, holding the producer.
+    the commit (and the micro-batch listener behind it) until it came back. The call runs in
+    a worker thread of its own, waited for with the bound, through the producer's public
+    methods only. A timeout leaves the transaction undecided, so the caller closes the
+    producer, and the next one, opened through the handover, aborts it with its
+    ``init_transactions``; the worker stays parked on the closed producer's answer, a daemon
+    thread holding nothing else (one per timed-out step, which takes a broker that is away).
     """
+    from kafka.errors import KafkaTimeoutError
+
     outcome: list[BaseException | None] = []
-    lock = threading.Lock()
-    abandoned = False
 
     def call() -> None:
         try:
             getattr(producer, step)(*args)
-            result: BaseException | None = None
         except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread, below)
-            result = exc
-        with lock:
-            outcome.append(result)
-            close = abandoned
-        if close:
-            _discard(producer)
+            outcome.append(exc)
+        else:
+            outcome.append(None)
 
     worker = threading.Thread(target=call, name=f"commit-{step}", daemon=True)
     worker.start()
     worker.join(timeout_ms / 1000)
-    with lock:
-        if not outcome:
-            abandoned = True
-            raise _Unanswered(f"{step} got no answer within {timeout_ms} ms")
+    if not outcome:
+        raise KafkaTimeoutError(f"{step} did not complete within {timeout_ms} ms")
     if outcome[0] is not None:
         raise outcome[0]
 
@@ -140,9 +126,8 @@ def _producer(
 
 
 def _discard(producer: Any) -> None:  # pragma: no mutate block
-    """Close a producer at once, once its ``init_transactions`` or its last step (``_bounded``)
-    returned or failed: what it still waits for is an answer nobody will use, and waiting
-    would hold the follower's loop."""
+    """Close a producer at once once its ``init_transactions`` returned or failed: what it
+    still waits for is an answer nobody will use, and waiting would hold the follower's loop."""
     producer.close(timeout=0)
 
 
@@ -296,10 +281,6 @@ class FencedGroupCommit:
                     )
                 _bounded(producer, "commit_transaction", self.timeout_ms)
                 self.gate.sent(offsets)
-            except _Unanswered as exc:
-                self.gate.failed(fenced=False)
-                self._producer = None  # not closed: ``_bounded``'s worker closes it once it is answered
-                raise KafkaCommitError(f"committing offsets for group {self.group} failed: {exc}") from None
             except (KafkaError, OSError, AssertionError) as exc:
                 fenced = _is_fenced(exc)
                 self.gate.failed(fenced=fenced)
