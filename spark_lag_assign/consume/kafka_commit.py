@@ -65,36 +65,24 @@ def parse_metadata(text: str | None) -> tuple[str, int] | None:  # pragma: no mu
 
 
 def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:  # pragma: no mutate block
-    """``producer.<step>(*args)`` (``send_offsets_to_transaction`` or ``commit_transaction``),
-    waiting at most ``timeout_ms``; past it, ``KafkaTimeoutError``.
+    """``send_offsets_to_transaction`` or ``commit_transaction``, waiting at most ``timeout_ms``.
 
     kafka-python 3.0.12 waits for both without a bound, so a broker that is away would hang
-    the commit (and the micro-batch listener behind it) until it came back. The call runs in
-    a worker thread of its own, waited for with the bound, through the producer's public
-    methods only. A timeout leaves the transaction undecided, so the caller closes the
-    producer, and the next one, opened through the handover, aborts it with its
-    ``init_transactions``; the worker stays parked on the closed producer's answer, a daemon
-    thread holding nothing else (one per timed-out step, which takes a broker that is away).
+    the commit (and the micro-batch listener behind it) until it came back. This does what
+    those two methods do, through the same transaction manager, but with a bounded wait; a
+    timeout leaves the transaction undecided, so the caller closes the producer; the next
+    one, opened through the handover, aborts it with its ``init_transactions``.
     """
     from kafka.errors import KafkaTimeoutError
 
-    outcome: list[BaseException | None] = []
-
-    def call() -> None:
-        try:
-            getattr(producer, step)(*args)
-        except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread, below)
-            outcome.append(exc)
-        else:
-            outcome.append(None)
-
-    worker = threading.Thread(target=call, name=f"commit-{step}", daemon=True)
-    worker.start()
-    worker.join(timeout_ms / 1000)
-    if not outcome:
+    manager, sender = getattr(producer, "_transaction_manager", None), getattr(producer, "_sender", None)
+    if manager is None or sender is None:  # another kafka-python: its own (unbounded) calls
+        getattr(producer, step)(*args)
+        return
+    result = manager.send_offsets_to_transaction(*args) if step == "send_offsets_to_transaction" else manager.begin_commit()
+    sender.wakeup()
+    if not result.wait(timeout_ms=timeout_ms):
         raise KafkaTimeoutError(f"{step} did not complete within {timeout_ms} ms")
-    if outcome[0] is not None:
-        raise outcome[0]
 
 
 def _is_fenced(exc: BaseException) -> bool:
