@@ -248,7 +248,8 @@ def queries_of(
     came first, judged as the follower judges it (``Handover.wrote`` and ``deadline``): the
     lease runs ``lease - margin`` from when the last claim write was *sent* (``began``), and a
     claim sent once it had run out revives nothing until the query stopped. A query without a
-    stop (its process was SIGKILLed at ``died``) is counted live until then."""
+    stop (its process was SIGKILLed at ``died``) is counted live until then. A start while a
+    query has not stopped is a lost event, not a guess: ``ValueError`` names it."""
     m = follower_margin(lease) if margin is None else margin
     found: list[Query] = []
     deadline = float("-inf")
@@ -263,6 +264,11 @@ def queries_of(
             if not lapsed:
                 deadline = sent + lease - m
         elif kind == "start":
+            if current is not None:  # the follower stops a query before it starts the next
+                raise ValueError(
+                    f"{process or 'a pipeline'}: the query started at {wall} follows the one started at "
+                    f"{current['wall']} with no stop between: a stop event was lost"
+                )
             current, lapsed = e, False
         elif kind == "stop" and current is not None:
             found.append(_query(current, process, wall, min(wall, deadline)))

@@ -402,3 +402,10 @@ def test_a_restart_that_reads_from_elsewhere_is_judged_by_d() -> None:
     # nor is another consumer's batch of the same number, or another generation's
     other = rec("B", "c+1", 4, 7, 9.0, range(5, 12)) + rec("C", "c+1", 5, 7, 9.0, range(5, 12))
     assert not rerun(records[0], other[0]) and not rerun(records[0], other[7])
+
+
+def test_a_start_before_the_previous_query_stopped_is_a_lost_event_not_a_dropped_query() -> None:
+    events = [ev("claim", 0.1, began=0.0), ev("start", 1.0, stint="a"), ev("claim", 2.1, began=2.0),
+              ev("start", 3.0, stint="a+1", generation=2), ev("stop", 4.0)]  # fmt: skip
+    with pytest.raises(ValueError, match=r"B-1: the query started at 3.0 follows the one started at 1.0 .*stop event was lost"):
+        queries_of(events, LEASE, process="B-1")
