@@ -153,6 +153,36 @@ class ClaimRecord:
         )
 
     @classmethod
+    def to_write(
+        cls,
+        consumer: str,
+        incarnation: str,
+        seq: int,
+        generation: int,
+        holds: Iterable[TopicPartition],
+        lease: float,
+        state: str = "",
+        committed: Mapping[str, Mapping[str, int]] | None = None,
+        fences: Mapping[str, Version] | None = None,
+    ) -> ClaimRecord:
+        """The record a claim writer of any store writes next, from ``ClaimWriter.write``'s
+        arguments: checked (a lease is a positive number of seconds) and in the stored types.
+        host, pid and the time are stamped by ``to_json``, when it is written."""
+        if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0:
+            raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
+        return cls(
+            consumer=consumer,
+            incarnation=incarnation,
+            seq=seq,
+            generation=int(generation),
+            holds=frozenset((str(t), int(p)) for t, p in holds),
+            lease=float(lease),
+            state=state,
+            fences={str(c): (str(v[0]), int(v[1])) for c, v in (fences or {}).items()},
+            committed={str(t): {str(p): int(o) for p, o in ps.items()} for t, ps in (committed or {}).items()},
+        )
+
+    @classmethod
     def from_json(cls, text: str | bytes, consumer: str | None = None) -> ClaimRecord:
         """Parse a stored claim; ``ValueError`` (one line) if it is not one of ours."""
         try:

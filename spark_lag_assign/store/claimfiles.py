@@ -131,18 +131,11 @@ class DirectoryClaimWriter(ClaimWriter):
         committed: Mapping[str, Mapping[str, int]] | None,
         fences: Mapping[str, Version] | None = None,
     ) -> ClaimRecord:
+        record = ClaimRecord.to_write(
+            self.consumer, self.incarnation, self._seq + 1, generation, holds, lease, state, committed, fences
+        )
         self._seq += 1
-        return ClaimRecord(
-            consumer=self.consumer,
-            incarnation=self.incarnation,
-            seq=self._seq,
-            generation=generation,
-            holds=frozenset((str(t), int(p)) for t, p in holds),
-            lease=float(lease),
-            state=state,
-            fences=dict(fences or {}),
-            committed={t: dict(ps) for t, ps in (committed or {}).items()},
-        )  # host, pid and the time: stamped by ``to_json``, as it is written
+        return record
 
     def _take_over(self) -> None:
         files = self._files

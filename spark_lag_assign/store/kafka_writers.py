@@ -4,8 +4,6 @@ each under its own transactional id (see ``spark_lag_assign.store.kafka``)."""
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,7 +22,6 @@ from spark_lag_assign.store.base import (
     StoreError,
     TopicPartition,
     Version,
-    _now,
 )
 from spark_lag_assign.store.kafka_names import (
     claim_transactional_id,
@@ -171,21 +168,8 @@ class _KafkaClaimWriter(ClaimWriter):
             raise ClaimFencedError(f"store {store.uri}: a newer incarnation of {self.consumer} took its id over")
         if self._producer is None:
             raise StoreError(f"store {store.uri}: the claim writer of {self.consumer} is closed")
-        if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0:
-            raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
-        record = ClaimRecord(
-            consumer=self.consumer,
-            incarnation=self.incarnation,
-            seq=self._seq + 1,
-            generation=int(generation),
-            holds=frozenset((str(t), int(p)) for t, p in holds),
-            lease=float(lease),
-            state=state,
-            fences={str(c): (str(v[0]), int(v[1])) for c, v in (fences or {}).items()},
-            committed={str(t): {str(p): int(o) for p, o in ps.items()} for t, ps in (committed or {}).items()},
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            written=_now(),
+        record = ClaimRecord.to_write(
+            self.consumer, self.incarnation, self._seq + 1, generation, holds, lease, state, committed, fences
         )
         from kafka.errors import KafkaError
 

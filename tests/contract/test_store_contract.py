@@ -191,6 +191,16 @@ def test_a_claim_is_read_back_by_every_reader_as_soon_as_it_is_written(harness: 
         assert isinstance(again, ClaimRecord) and again.version == second.version and again.holds == frozenset()
 
 
+@pytest.mark.parametrize("lease", [0, -1.0, float("nan"), True, "20"])
+def test_a_claim_without_a_positive_lease_is_refused_and_nothing_is_written(harness: Harness, lease: object) -> None:
+    with harness.open() as store, store.claim_writer("A") as writer:
+        first = writer.write(1, holds(0), lease=20.0)
+        with pytest.raises(ValueError, match="lease must be a positive number of seconds"):
+            writer.write(2, holds(0, 1), lease=lease)  # type: ignore[arg-type]
+        after = writer.write(2, holds(1), lease=20.0)
+        assert store.claims()["A"].version == after.version and after.seq == first.seq + 1
+
+
 def test_a_new_incarnation_fences_the_old_one(harness: Harness) -> None:
     with harness.open() as old_host, harness.open() as new_host:
         old = old_host.claim_writer("A")
