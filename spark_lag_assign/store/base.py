@@ -166,8 +166,9 @@ class ClaimRecord:
         fences: Mapping[str, Version] | None = None,
     ) -> ClaimRecord:
         """The record a claim writer of any store writes next, from ``ClaimWriter.write``'s
-        arguments: checked (a lease is a positive number of seconds) and in the stored types.
-        host, pid and the time are stamped by ``to_json``, when it is written."""
+        arguments: checked (a lease is a positive number of seconds), in the stored types and
+        stamped with host, pid and time, so that the record ``write`` returns is the one that
+        every reader reads back."""
         if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
         return cls(
@@ -180,6 +181,9 @@ class ClaimRecord:
             state=state,
             fences={str(c): (str(v[0]), int(v[1])) for c, v in (fences or {}).items()},
             committed={str(t): {str(p): int(o) for p, o in ps.items()} for t, ps in (committed or {}).items()},
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            written=_now(),
         )
 
     @classmethod

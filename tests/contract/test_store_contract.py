@@ -185,6 +185,7 @@ def test_a_claim_is_read_back_by_every_reader_as_soon_as_it_is_written(harness: 
             "A", 3, frozenset(holds(0, 2)), 20.0, "waiting",
         )  # fmt: skip
         assert record.version == first.version and record.incarnation == writer.incarnation
+        assert record == first  # what ``write`` returns is what every reader reads, stamps included
         second = writer.write(4, holds(), lease=20.0, state="released")
         assert second.seq > first.seq
         again = b.claims()["A"]
