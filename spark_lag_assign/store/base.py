@@ -47,6 +47,7 @@ store stores and orders records, it never interprets them.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import socket
 from abc import ABC, abstractmethod
@@ -169,7 +170,7 @@ class ClaimRecord:
         arguments: checked (a lease is a positive number of seconds), in the stored types and
         stamped with host, pid and time, so that the record ``write`` returns is the one that
         every reader reads back."""
-        if isinstance(lease, bool) or not isinstance(lease, int | float) or not lease > 0:
+        if isinstance(lease, bool) or not isinstance(lease, numbers.Real) or not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds, not {lease!r}")
         return cls(
             consumer=consumer,
@@ -209,7 +210,7 @@ class ClaimRecord:
                 lease=_number(doc["lease"], "lease"),
                 state=str(doc.get("state", "")),
                 fences=_fences(doc.get("fences") or {}),
-                committed=doc.get("committed") or {},
+                committed=_committed(doc.get("committed") or {}),
                 host=str(doc.get("host", "")),
                 pid=int(doc.get("pid", 0) or 0),
                 written=str(doc.get("written", "")),
@@ -232,6 +233,12 @@ def _fences(value: Any) -> dict[str, Version]:
             raise TypeError(f"fences of {consumer!r} must be [incarnation, seq]")
         out[str(consumer)] = (_str(version[0], "a fenced incarnation"), _int(version[1], "a fenced seq"))
     return out
+
+
+def _committed(value: Any) -> dict[str, dict[str, int]]:
+    if not isinstance(value, dict) or not all(isinstance(ps, dict) for ps in value.values()):
+        raise TypeError("committed must map topics to {partition: offset}")
+    return {str(t): {str(p): _int(o, f"the committed offset of {t}-{p}") for p, o in ps.items()} for t, ps in value.items()}
 
 
 def _int(value: Any, what: str) -> int:

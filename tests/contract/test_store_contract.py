@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -200,6 +201,13 @@ def test_a_claim_without_a_positive_lease_is_refused_and_nothing_is_written(harn
             writer.write(2, holds(0, 1), lease=lease)  # type: ignore[arg-type]
         after = writer.write(2, holds(1), lease=20.0)
         assert store.claims()["A"].version == after.version and after.seq == first.seq + 1
+
+
+def test_a_lease_of_any_real_number_type_is_written_as_seconds(harness: Harness) -> None:
+    with harness.open() as store, store.claim_writer("A") as writer:
+        for lease in (np.float32(12.5), np.int64(20), 7):
+            written = writer.write(1, holds(0), lease=lease)  # type: ignore[arg-type]
+            assert store.claims()["A"] == written and written.lease == float(lease)
 
 
 def test_a_new_incarnation_fences_the_old_one(harness: Harness) -> None:

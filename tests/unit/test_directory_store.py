@@ -478,6 +478,22 @@ def test_an_unreadable_newest_claim_is_named_and_blocks_a_take_over(tmp_path: Pa
         store.claim_writer("A")
 
 
+@pytest.mark.parametrize("committed", [{"t": {"0": None}}, {"t": [5]}, ["t"], {"t": {"0": True}}])
+def test_a_claim_whose_committed_offsets_are_not_offsets_is_unreadable_and_blocks_a_take_over(
+    tmp_path: Path, committed: object
+) -> None:
+    root = tmp_path / "plans"
+    store = store_at(root)
+    store.claim_writer("A").write(1, [("t", 0)], lease=5.0, committed={"t": {"0": 7}})
+    newest = max((root / "claims" / "A").iterdir())
+    assert store.claims()["A"].committed == {"t": {"0": 7}}  # what is written reads back
+    newest.write_text(json.dumps({**json.loads(newest.read_text()), "committed": committed}))
+    report = store.claims()["A"]
+    assert isinstance(report, str) and "committed" in report and "\n" not in report
+    with pytest.raises(StoreError, match="cannot take A over: its newest claim cannot be read"):
+        store.claim_writer("A")
+
+
 @pytest.mark.parametrize("consumer", ["a/b", "", ".", "..", ".hidden"])
 def test_a_consumer_id_that_cannot_name_a_directory_is_refused(tmp_path: Path, consumer: str) -> None:
     with pytest.raises(InputError):
