@@ -430,8 +430,11 @@ def test_no_module_is_over_600_lines() -> None:
 #: Private names of other libraries that the package may touch, and where: PySpark offers no
 #: public handle on its JVM, and the Hadoop store needs one (store/hadoop.py says why);
 #: kafka-python 3.0.12 waits for a transaction's commit without a bound, and the committer
-#: bounds it through the producer's own transaction manager (``_bounded`` says why; running
-#: the call in a worker thread instead made the protocol model's outcomes depend on timing).
+#: bounds it through the producer's own transaction manager (``_bounded`` says why). Running
+#: the public call in a worker thread instead leaves, per timed-out step, either a thread
+#: parked for good on a closed producer or a producer reconnecting until the broker answers
+#: (tried and reverted: such producers outlived their tests and their ``random`` draws broke
+#: Hypothesis' determinism in later ones).
 FOREIGN_PRIVATES = {
     ("store/hadoop.py", "_active_spark_context"),
     ("store/hadoop.py", "_jsc"),  # and ``_gateway``, which the check counts as ours by its name
