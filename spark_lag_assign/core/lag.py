@@ -64,8 +64,62 @@ def lag_columns(beginning: pd.Series, end: pd.Series, committed: pd.Series, rese
 
 
 def _cell(value: object) -> str:
-    """A cell as the file has it: numbers plain, text quoted."""
-    return repr(value) if isinstance(value, str) else str(value)
+    """A cell as the file has it: numbers plain (also where a CSV column is read as text), other text quoted."""
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return "empty"
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return repr(value)
+        return value.strip()
+    return str(value)
+
+
+# a float holds every integer up to 2**53 and skips some beyond it
+FLOAT_EXACT_LIMIT: Final = 2**53
+
+
+def _integers(cells: pd.Series, col: str, source: str) -> pd.Series:
+    """One offsets column as int64 (committed_offset: nullable Int64), or one line naming its first bad cell.
+
+    Every comparison with a limit is made in the column's own kind (integer or float), so
+    2**63 - 1 is an offset and 2**63 is not, and nothing wraps or rounds on the way.
+    """
+    values = pd.to_numeric(cells, errors="coerce")
+    as_float = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    missing = np.isnan(as_float)
+    unreadable = missing & (cells.notna().to_numpy() | (col != "committed_offset"))
+    fraction = ~missing & ~(np.isfinite(as_float) & (as_float == np.floor(as_float)))
+    if (unreadable | fraction).any():
+        row = int(np.argmax(unreadable | fraction))
+        raise InputError(f"{source}: column {col} must hold integers (row {row}: {_cell(cells.iloc[row])})")
+    negative = as_float < 0
+    if negative.any():
+        row = int(np.argmax(negative))
+        raise InputError(f"{source}: negative {col} {cells.iloc[row]} at row {row}")
+    limit, kind = (
+        (PARTITION_LIMIT, "2**31 (partitions are int32)") if col == "partition" else (INT64_LIMIT, "2**63 (offsets are int64)")
+    )
+    if values.dtype.kind == "f":
+        over = as_float >= float(limit)
+    elif values.dtype.kind == "u":
+        over = values.to_numpy(dtype=np.uint64, na_value=0) >= np.uint64(limit)
+    elif limit <= np.iinfo(np.int64).max:
+        over = values.to_numpy(dtype=np.int64, na_value=0) >= limit
+    else:  # an int64 column holds nothing at or above 2**63
+        over = np.zeros(len(values), dtype=bool)
+    if over.any():
+        row = int(np.argmax(over))
+        raise InputError(f"{source}: {col} {_cell(cells.iloc[row])} at row {row} is not below {kind}")
+    inexact = as_float >= FLOAT_EXACT_LIMIT if values.dtype.kind == "f" else np.zeros(len(as_float), dtype=bool)
+    if inexact.any():
+        row = int(np.argmax(inexact))
+        raise InputError(
+            f"{source}: {col} {_cell(cells.iloc[row])} at row {row} cannot be read exactly: its column is not all "
+            "integers, and beyond 2**53 a float skips integers; write every offset as an integer"
+        )
+    return values.astype("Int64") if col == "committed_offset" else values.astype(np.int64)
 
 
 def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataFrame:
@@ -78,33 +132,9 @@ def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataF
     # every topic a non-empty str, checked in C (a Python loop costs 0.2 s a million rows)
     if len(topics) and (pd.api.types.infer_dtype(topics, skipna=False) != "string" or (topics == "").any()):
         raise InputError(f"{source}: column topic must hold non-empty strings")
+    out["topic"] = topics
     for col in OFFSET_COLUMNS[1:]:
-        values = pd.to_numeric(out[col], errors="coerce")
-        finite = np.isfinite(values.to_numpy(dtype=np.float64, na_value=np.nan))
-        bad = (values.isna() & (out[col].notna() | (col != "committed_offset"))).to_numpy() | (
-            values.notna().to_numpy() & ~finite
-        )
-        whole = np.isnan(values.to_numpy(dtype=np.float64, na_value=np.nan)) | ~finite | (values == np.floor(values)).to_numpy()
-        if bad.any() or not whole.all():
-            row = int(np.argmax(bad)) if bad.any() else int(np.argmax(~whole))
-            raise InputError(f"{source}: column {col} must hold integers (row {row}: {_cell(out[col].iloc[row])})")
-        if (values < 0).any():
-            row = int(np.argmax((values < 0).to_numpy()))
-            raise InputError(f"{source}: negative {col} {out[col].iloc[row]} at row {row}")
-        limit, kind = (
-            (PARTITION_LIMIT, "2**31 (partitions are int32)")
-            if col == "partition"
-            else (INT64_LIMIT, "2**63 (offsets are int64)")
-        )
-        # compared before the cast to int64, which would wrap a uint64 or round a float
-        if values.dtype == np.uint64:
-            over = (values >= np.uint64(limit)).to_numpy()
-        else:
-            over = values.to_numpy(dtype=np.float64, na_value=np.nan) >= float(limit)
-        if over.any():
-            row = int(np.argmax(over))
-            raise InputError(f"{source}: {col} {out[col].iloc[row]} at row {row} is not below {kind}")
-        out[col] = values.astype("Int64") if col == "committed_offset" else values.astype(np.int64)
+        out[col] = _integers(out[col], col, source)
     inverted = out["beginning_offset"] > out["end_offset"]
     if inverted.any():
         r = out[inverted].iloc[0]

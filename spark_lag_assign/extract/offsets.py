@@ -265,6 +265,19 @@ def snapshot_format(path: Path) -> str:
     return fmt
 
 
+def _csv_numbers(cells: pd.Series) -> pd.Series:
+    """A CSV column read as text: integers exactly (nullable where cells are empty), else the text.
+
+    Text is left for the offsets check, which reads it as numbers and names a bad cell as
+    the file writes it.
+    """
+    present = cells.notna()
+    numbers = pd.to_numeric(cells[present], errors="coerce")
+    if numbers.dtype.kind in "iu":
+        return numbers.astype("Int64" if numbers.dtype.kind == "i" else "UInt64").reindex(cells.index)
+    return cells
+
+
 def read_snapshot(path: str | Path) -> pd.DataFrame:
     """An offsets snapshot file (CSV, JSON lines, Parquet), validated."""
     path = Path(path)
@@ -272,12 +285,17 @@ def read_snapshot(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise InputError(f"offsets snapshot {path} does not exist")
     try:
+        # every reader keeps integers exact beside empty cells, which would otherwise make
+        # the column float and round offsets beyond 2**53
         if fmt == "csv":
-            frame = pd.read_csv(path, dtype={"topic": str})
+            frame = pd.read_csv(path, dtype=str)
+            for col in OFFSET_COLUMNS[1:]:
+                if col in frame.columns:
+                    frame[col] = _csv_numbers(frame[col])
         elif fmt == "json":
-            frame = pd.read_json(path, lines=True, dtype={"topic": str})
+            frame = pd.read_json(path, lines=True, engine="pyarrow", dtype_backend="numpy_nullable")
         else:
-            frame = pd.read_parquet(path)
+            frame = pd.read_parquet(path, dtype_backend="numpy_nullable")
     except (ValueError, OSError, pd.errors.ParserError) as exc:
         raise InputError(f"{path}: not a readable {fmt} snapshot: {_one_line(exc)}") from None
     return validate_offsets(frame, str(path))

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from spark_lag_assign.core.lag import EARLIEST, LATEST, compute_lag
 from spark_lag_assign.errors import InputError
+from spark_lag_assign.extract.offsets import read_snapshot
 
 
 def offsets(*rows: tuple[str, int, int, int, int | None]) -> pd.DataFrame:
@@ -80,6 +86,49 @@ def test_malformed_offsets_get_a_one_line_error_naming_the_problem(frame: pd.Dat
     assert "\n" not in str(err.value)
 
 
+def test_the_largest_int64_is_an_offset_and_the_next_integer_is_not() -> None:
+    assert compute_lag(offsets(("t", 0, 0, 2**63 - 1, 2**63 - 2)))["lag"].tolist() == [1]
+    frame = offsets(("t", 0, 0, 10, 5)).assign(end_offset=np.array([2**63], dtype=np.uint64))
+    with pytest.raises(InputError, match=r"end_offset 9223372036854775808 at row 0 is not below 2\*\*63"):
+        compute_lag(frame)
+
+
 def test_unknown_reset_policy_is_refused() -> None:
     with pytest.raises(InputError, match="unknown reset policy 'smallest'"):
         compute_lag(offsets(("t", 0, 0, 10, None)), "smallest")
+
+
+SNAPSHOT_HEADER = "topic,partition,beginning_offset,end_offset,committed_offset\n"
+# offsets beyond 2**53, where a float skips integers, beside a partition without a commit
+BIG = [("t0", 0, 0, 5, None), ("t0", 1, 0, 2**53 + 3, 2**53 + 1), ("t0", 2, 0, 2**63 - 1, 2**63 - 2)]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_a_snapshot_keeps_every_offset_exact_beside_partitions_without_a_commit(tmp_path, fmt: str) -> None:
+    path = tmp_path / f"s.{fmt}"
+    rows = [dict(zip(("topic", "partition", "beginning_offset", "end_offset", "committed_offset"), r)) for r in BIG]
+    if fmt == "csv":
+        path.write_text(SNAPSHOT_HEADER + "".join(",".join("" if v is None else str(v) for v in r) + "\n" for r in BIG))
+    elif fmt == "jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    got = read_snapshot(path)
+    assert [tuple(None if pd.isna(v) else v for v in row) for row in got.itertuples(index=False)] == BIG
+    assert got["end_offset"].dtype == np.int64 and str(got["committed_offset"].dtype) == "Int64"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("t0,0,0,1e0,1\nt0,1,0,9007199254740995,3\n", "end_offset 9007199254740995 at row 1 cannot be read exactly"),
+        ("t0,0,0,18446744073709551616,1\n", "end_offset 18446744073709551616 at row 0 is not below 2**63"),
+        ("t0,0,0,,1\n", "column end_offset must hold integers (row 0: empty)"),
+    ],
+)
+def test_a_snapshot_cell_that_cannot_be_an_exact_offset_is_named_as_the_file_writes_it(tmp_path, body, message) -> None:
+    path = tmp_path / "s.csv"
+    path.write_text(SNAPSHOT_HEADER + body)
+    with pytest.raises(InputError) as err:
+        read_snapshot(path)
+    assert message in str(err.value) and "\n" not in str(err.value)
