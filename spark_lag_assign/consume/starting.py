@@ -1,7 +1,8 @@
 """Where a pipeline starts reading a generation's partitions, and the plans it needs to say so.
 
 The group's committed offsets (else the plan's reset rule), never behind what a releasing
-owner said in its claim it had committed (the group may not show it yet). A commit that no
+owner said in its claim it had committed (the group may not show it yet); a claim counts only
+for partitions the plans gave its consumer in the claim's generation or the one before. A commit that no
 pipeline of the plan made (``options.foreign_commits``: a consumer outside the plan, or one
 of ours for partitions it did not own) is reported and counts as none: the owners are read
 from the plans this pipeline saw, or from the store for older generations.
@@ -128,9 +129,24 @@ class StartOffsets:
             for topic, parts in record.committed.items():
                 for partition, offset in parts.items():
                     current = starting.get(topic, {}).get(str(partition))
-                    if current is not None and (current < 0 or int(offset) > current):  # also over the reset rule
+                    if current is None or not (current < 0 or int(offset) > current):  # also over the reset rule
+                        continue
+                    if self._owned(record, (topic, int(partition))):
                         starting[topic][str(partition)] = int(offset)
+                    else:
+                        log.warning(
+                            "%s: %s's claim says it committed %s-%s at %d, but no plan of generation %d or the one "
+                            "before gave it that partition; %s starts from %d",
+                            self.consumer, record.consumer, topic, partition, int(offset), record.generation,
+                            self.consumer, current,
+                        )  # fmt: skip
         return starting
+
+    def _owned(self, record: ClaimRecord, partition: TopicPartition) -> bool:
+        """Whether a claim's word on ``partition``'s offset counts: its consumer owned the partition
+        in the claim's generation or the one before (a release moves from that one). Anyone
+        else's word would let one pipeline's claim move another's start ahead and skip records."""
+        return any((self.owners(g) or {}).get(partition) == record.consumer for g in (record.generation, record.generation - 1))
 
 
 __all__ = ["ForeignCommit", "StartOffsets"]

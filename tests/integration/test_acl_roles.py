@@ -200,8 +200,9 @@ def test_a_transaction_a_pipeline_leaves_open_stalls_only_its_own_claims(cluster
 
 
 def test_a_commit_of_another_consumers_partition_is_found_and_never_a_starting_point(cluster: Cluster) -> None:
-    """Kafka lets pipe-a commit b's partition (READ on the group covers all of them), even
-    under metadata that names b; b's next start finds it, says so, and starts elsewhere."""
+    """Kafka lets pipe-a commit b's partition (READ on the group covers all of them); a commit
+    whose metadata names a, not b's owner, is found at b's next start, reported, and not
+    started from. (A forged note naming b itself cannot be told apart: README says so.)"""
     from kafka import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata, TopicPartition
 

@@ -1,0 +1,59 @@
+"""Where a pipeline starts a generation: the group's commit, raised only by an owner's own claim.
+
+The group is a stand-in here (what it holds is the input); the decision under test is whose
+claim may move a start ahead of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spark_lag_assign.consume import starting
+from spark_lag_assign.store import ClaimRecord
+
+# generation 1: a reads t0-0, b reads t1-0; generation 2: t0-0 moves to b
+PLANS = {
+    1: {"generation": 1, "reset": "latest", "consumers": {"a": {"assign": {"t0": [0]}}, "b": {"assign": {"t1": [0]}}}},
+    2: {"generation": 2, "reset": "latest", "consumers": {"a": {"assign": {}}, "b": {"assign": {"t0": [0], "t1": [0]}}}},
+}
+
+
+class NoOlderPlans:
+    def get(self, generation: int) -> None:
+        return None
+
+
+def start_of_b(monkeypatch: pytest.MonkeyPatch, group: dict[str, dict[str, int]], claims: dict[str, Any]) -> dict:
+    monkeypatch.setattr(starting, "read_group_starting_offsets", lambda *a, **k: {t: dict(ps) for t, ps in group.items()})
+    offsets = starting.StartOffsets(
+        NoOlderPlans(), "b", "127.0.0.1:9", {}, timeout_ms=1000, commit_timeout=1.0, on_foreign=lambda *a: None, pause=lambda s: None
+    )
+    for plan in PLANS.values():
+        offsets.remember(plan)
+    return offsets.read(PLANS[2], {"t0": [0], "t1": [0]}, "g", 2, claims)
+
+
+def claim(consumer: str, generation: int, committed: dict[str, dict[str, int]]) -> ClaimRecord:
+    return ClaimRecord.to_write(consumer, f"{consumer}-1", 3, generation, [], 30.0, "released", committed)
+
+
+def test_the_releasing_owner_s_claim_raises_the_start_above_a_group_that_does_not_show_its_commit_yet(monkeypatch) -> None:
+    got = start_of_b(monkeypatch, {"t0": {"0": 100}, "t1": {"0": 7}}, {"a": claim("a", 2, {"t0": {"0": 150}})})
+    assert got == {"t0": {"0": 150}, "t1": {"0": 7}}
+
+
+@pytest.mark.parametrize("group_t0", [100, -1], ids=["over-a-commit", "over-the-reset-rule"])
+def test_a_claim_of_a_consumer_that_never_owned_the_partition_does_not_move_the_start(monkeypatch, group_t0: int) -> None:
+    # c owns nothing in either plan (or t1 only): its word on t0-0 must not make b skip records
+    forged = {"c": claim("c", 2, {"t0": {"0": 10**9}}), "b": claim("b", 2, {"t1": {"0": 10**9 + 1}})}
+    got = start_of_b(monkeypatch, {"t0": {"0": group_t0}, "t1": {"0": 7}}, forged)
+    assert got["t0"] == {"0": group_t0}
+    assert got["t1"] == {"0": 10**9 + 1}  # b's own word on a partition it owned counts
+
+
+def test_an_owner_s_word_counts_only_for_the_generations_it_owned_the_partition_in(monkeypatch) -> None:
+    # a's claim of generation 4 (a plan this pipeline cannot find) is not a release of generation 1's t0-0
+    got = start_of_b(monkeypatch, {"t0": {"0": 100}, "t1": {"0": 7}}, {"a": claim("a", 4, {"t0": {"0": 150}})})
+    assert got["t0"] == {"0": 100}
