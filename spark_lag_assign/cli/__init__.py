@@ -234,7 +234,7 @@ def cmd_fencer(args: argparse.Namespace) -> int:
 
     from spark_lag_assign import config
     from spark_lag_assign.consume.fencer import Fencer
-    from spark_lag_assign.consume.kafka_commit import commit_id, fence
+    from spark_lag_assign.consume.kafka_commit import commit_id, commit_namespace, fence
     from spark_lag_assign.store import open_store, parse_uri
 
     merged = config.merge(args.config, None, {})
@@ -246,6 +246,7 @@ def cmd_fencer(args: argparse.Namespace) -> int:
     if not bootstrap:
         raise ConfigError("the fencer needs the Kafka cluster of the commit ids: --bootstrap-servers (or a kafka:// store)")
     with open_store(args.store, client_options=client) as store:
+        commit_namespace(store.name)  # before it fences anything under that name
         fencer = Fencer(store, lambda consumer, _version: fence(bootstrap, commit_id(store.name, consumer), client))
         signal.signal(signal.SIGTERM, lambda *_: fencer.stop())
         print(f"fencer of {store.uri} running", flush=True)

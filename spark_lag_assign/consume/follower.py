@@ -124,7 +124,7 @@ class PlanFollower:
         offsets, the report) are set up here, each with its comment, not scattered over the steps."""
         check_consumer_id(consumer)  # it names a claims topic, a transactional id and a directory
         self.spark = spark
-        self.store, self._own_store = as_store(store, client_options)
+        self.store, self._own_store = as_store(store, client_options, commits=True)
         self.consumer = consumer
         self.running = RunningQuery(consumer, start, str(checkpoint_root), stop_timeout)
         self.options = source_options(kafka_options)

@@ -30,8 +30,16 @@ from typing import Any
 
 from spark_lag_assign.consume.gate import CommitGate
 from spark_lag_assign.consume.options import TopicPartition
-from spark_lag_assign.errors import CommitFencedError, CommitHeldError, CommitNotAuthorizedError, KafkaCommitError, one_line
+from spark_lag_assign.errors import (
+    CommitFencedError,
+    CommitHeldError,
+    CommitNotAuthorizedError,
+    ConfigError,
+    KafkaCommitError,
+    one_line,
+)
 from spark_lag_assign.extract.acls import Acl, not_authorized
+from spark_lag_assign.store import KAFKA_NAME
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +51,24 @@ _FENCED = ("ProducerFenced", "InvalidProducerEpoch", "InvalidProducerIdMapping")
 TRANSACTION_TIMEOUT_MS = 15000
 
 
-def commit_id(store_name: str, consumer: str) -> str:  # pragma: no mutate block
+def commit_namespace(store_name: str) -> str:
+    """The start of every transactional id under which the pipelines of ``store_name`` commit.
+
+    Two stores with one name on one Kafka cluster share these ids and fence each other's
+    pipelines; a name with a "." would also let one store's ids (and their prefix ACLs)
+    cover another's, so such a name is refused here, whatever the store's kind.
+    """
+    if not KAFKA_NAME.fullmatch(store_name):
+        raise ConfigError(
+            f"store name {store_name!r} cannot name the pipelines' commit ids (spark-lag-assign.NAME.commit.CONSUMER): "
+            "use letters, digits, '_' or '-' (a plan directory's name is its last path element)"
+        )
+    return f"spark-lag-assign.{store_name}.commit."
+
+
+def commit_id(store_name: str, consumer: str) -> str:
     """The transactional id under which ``consumer`` of the store ``store_name`` commits."""
-    return f"spark-lag-assign.{store_name}.commit.{consumer}"
+    return commit_namespace(store_name) + consumer
 
 
 def metadata(consumer: str, generation: int) -> str:  # pragma: no mutate block

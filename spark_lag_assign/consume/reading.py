@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_lag_assign import sparkcompat
+from spark_lag_assign.consume.kafka_commit import commit_namespace
 from spark_lag_assign.consume.options import (
     TopicPartition,
     offsets_json,
@@ -19,6 +20,7 @@ from spark_lag_assign.consume.options import (
     tp_names,
 )
 from spark_lag_assign.errors import (
+    ConfigError,
     ConsumerNotInPlanError,
     InputError,
     NotAuthorizedError,
@@ -84,11 +86,23 @@ def holds_of(plan: plan_io.Plan, consumer: str) -> frozenset[TopicPartition] | N
     return frozenset((str(t), int(p)) for t, ps in entry["assign"].items() for p in ps)
 
 
-def as_store(store: Store | str, client_options: Mapping[str, Any] | None = None) -> tuple[Store, bool]:
-    """A ``Store`` from a store or its URI (a plan directory's path is one); True if opened here."""
-    if isinstance(store, Store):
-        return store, False
-    return open_store(str(store), client_options=client_options), True
+def as_store(
+    store: Store | str, client_options: Mapping[str, Any] | None = None, *, commits: bool = False
+) -> tuple[Store, bool]:
+    """A ``Store`` from a store or its URI (a plan directory's path is one); True if opened here.
+
+    ``commits``: pipelines will commit under the store's name, which must then name commit
+    ids (``kafka_commit.commit_namespace``); refused before anything is claimed.
+    """
+    opened, owned = (store, False) if isinstance(store, Store) else (open_store(str(store), client_options=client_options), True)
+    if commits:
+        try:
+            commit_namespace(opened.name)
+        except ConfigError:
+            if owned:
+                opened.close()
+            raise
+    return opened, owned
 
 
 def load_plan(store: Store, generation: int | None = None) -> plan_io.Plan:

@@ -63,3 +63,22 @@ def test_the_loops_kafka_waits_fit_in_a_quarter_of_the_lease(tmp_path: Path) -> 
             kafka_options={"kafka.bootstrap.servers": "127.0.0.1:1"},
             kafka_timeout_ms=8000,
         )
+
+
+@pytest.mark.parametrize("name", ["plans.v1", "orders.commit.b"])
+def test_a_store_whose_name_cannot_name_commit_ids_is_refused_before_anything_is_claimed(tmp_path: Path, name: str) -> None:
+    """Commit ids are spark-lag-assign.NAME.commit.CONSUMER: with a "." in a directory's name,
+    store "orders.commit.b" would commit as store "orders"'s consumer b's prefix ACL covers."""
+    from spark_lag_assign.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"^store name '{name}' cannot name the pipelines' commit ids"):
+        PlanFollower(
+            None,  # type: ignore[arg-type]
+            str(tmp_path / name),
+            "A",
+            lambda stream, checkpoint: None,  # type: ignore[arg-type,return-value]
+            checkpoint_root=str(tmp_path / "checkpoints"),
+            kafka_options={"kafka.bootstrap.servers": "127.0.0.1:1"},
+        )
+    assert not (tmp_path / name / "claims").exists()
+    assert follower(tmp_path).store.name == "store"  # a plain name is one
