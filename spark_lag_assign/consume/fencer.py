@@ -166,6 +166,7 @@ class Fencer:  # pragma: no mutate block
     def run(self) -> int:
         """Until ``stop()``; the number of fences made. A newer fencer taking the role over ends it
         (``ClaimFencedError``)."""
+        from spark_lag_assign.errors import NotAuthorizedError
         from spark_lag_assign.store import StoreError
 
         with self.store.claim_writer(FENCER) as writer:
@@ -176,6 +177,8 @@ class Fencer:  # pragma: no mutate block
                     self.core.saw_claims(self.store.claims(), began)
                     action = self.core.next(self.clock())
                     self._act(writer, action)
+                except NotAuthorizedError:
+                    raise  # waiting grants no ACL: the line names the one the fencer lacks
                 except StoreError as exc:
                     log.warning("%s: the fencer retries: %s", self.store.uri, exc)
                     self._stopping.wait(1.0)

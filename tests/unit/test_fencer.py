@@ -3,9 +3,14 @@ commit that no pipeline of the plan made (``consume.options.foreign_commits``)."
 
 from __future__ import annotations
 
-from spark_lag_assign.consume.fencer import FenceCommits, FencerCore, Look, NoteFence, fence_done
+import threading
+
+import pytest
+
+from spark_lag_assign.consume.fencer import FenceCommits, Fencer, FencerCore, Look, NoteFence, fence_done
 from spark_lag_assign.consume.options import foreign_commits
 from spark_lag_assign.consume.protocol import Handover, Stop
+from spark_lag_assign.store import StoreNotAuthorizedError, open_store
 from spark_lag_assign.store.base import FENCER, ClaimRecord
 
 P = ("t", 0)
@@ -138,3 +143,31 @@ def test_a_commit_naming_a_consumer_that_did_not_own_the_partition_is_foreign() 
         ("t", 2): "names B under generation 2, where nobody owned it",
         ("t", 3): "names B under generation 9, newer than any plan (2)",
     }
+
+
+def test_a_refused_claims_read_ends_the_fencer_with_the_line_naming_the_acl(tmp_path) -> None:
+    """Retrying grants no ACL: the fencer stops at once instead of warning every second while
+    the pipelines wait out their handover timeout."""
+    line = "not authorized: grant READ on Topic:orders.claims. (prefixed) to this principal"
+    with open_store(str(tmp_path / "store")) as store:
+
+        def refused() -> dict:
+            raise StoreNotAuthorizedError(line)
+
+        store.claims = refused  # type: ignore[method-assign]  # the refusal a broker would give
+        fencer = Fencer(store, lambda consumer, version: None, poll=0.05)
+        ended: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                fencer.run()
+            except BaseException as exc:  # what ended it is the observation
+                ended.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(10.0)
+        fencer.stop()
+        assert not thread.is_alive() and len(ended) == 1
+        with pytest.raises(StoreNotAuthorizedError, match=r"grant READ on Topic:orders\.claims\. \(prefixed\)"):
+            raise ended[0]
