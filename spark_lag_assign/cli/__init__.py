@@ -399,7 +399,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if d.never_drains:
             more = f" and {len(d.never_drains) - 10} more" if len(d.never_drains) > 10 else ""
             print(f"never drain (producers append at least as fast as they read): {', '.join(d.never_drains[:10])}{more}")
-    moved = None if previous is None else {n: metrics.moved(a, previous) for n, a in plans.items() if n != "current"}
+    moved = None if previous is None else {n: metrics.moved(a, previous, subs) for n, a in plans.items() if n != "current"}
     print("\n" + simulate.summary_table(drains, moved))
     if settings.drain_within is not None:
         from spark_lag_assign.sizing import size

@@ -13,7 +13,8 @@ anything else). Each partition's previous owner is read by one rule (``previous_
 ``spark_lag_assign.assign`` reads the plan through ``previous_codes``; the Spark job
 (``spark.job``) through ``previous_owners`` on its offsets; the DataFrame transform
 ``spark.transforms.with_previous_owner`` through ``previous_table``, which the rows then
-join. All three are this rule, so every path gives a partition the same previous owner.
+join; ``core.quality.moved`` counts moves from the owners ``previous_table`` gives. All are
+this rule, so every path gives a partition the same previous owner.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.core.limits import INT64_LIMIT
+from spark_lag_assign.core.previous import check_previous, previous_table
 from spark_lag_assign.core.subscriptions import distinct, factorize
 from spark_lag_assign.errors import InputError
 
@@ -176,16 +177,15 @@ def topic_spread(assignment: pd.DataFrame, subscriptions: Mapping[str, Sequence[
     return int((top - low).max())
 
 
-def moved(assignment: pd.DataFrame, previous: pd.DataFrame | None) -> int:
-    """Partitions present in both plans whose owner differs."""
-    if previous is None or previous.empty or assignment.empty:
+def moved(assignment: pd.DataFrame, previous: pd.DataFrame | None, subscriptions: Mapping[str, Sequence[str]]) -> int:
+    """Partitions whose owner now differs from their previous owner: the owner by the one rule
+    of ``core.previous`` where it names one; a partition that only consumers which left (or no
+    longer read its topic) listed moved from the smallest of them, since someone now takes it over."""
+    if not check_previous(previous) or assignment.empty:
         return 0
-    # a partition listed twice keeps the smallest consumer id, as ``assign`` reads a previous plan
-    prev = (
-        previous.loc[:, ["consumer", "topic", "partition"]]
-        .sort_values(["topic", "partition", "consumer"], kind="stable")
-        .drop_duplicates(["topic", "partition"])
-    )
+    assert previous is not None
+    departed = previous.loc[:, ["consumer", "topic", "partition"]].sort_values(["topic", "partition", "consumer"], kind="stable")
+    prev = pd.concat([previous_table(previous, subscriptions), departed]).drop_duplicates(["topic", "partition"])
     both = assignment[["consumer", "topic", "partition"]].merge(prev, on=["topic", "partition"], suffixes=("", "_prev"))
     return int((both["consumer"] != both["consumer_prev"]).sum())
 
@@ -215,5 +215,5 @@ def quality(
         lag_imbalance=max_lag / mean if mean > 0 else 1.0,
         lower_bound=lb,
         optimality=max_lag / lb if lb > 0 else 1.0,
-        moved=None if previous is None else moved(assignment, previous),
+        moved=None if previous is None else moved(assignment, previous, subscriptions),
     )

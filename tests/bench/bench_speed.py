@@ -62,7 +62,7 @@ def measure(shape: tuple[int, int, int], strategies: Sequence[str], repeat: int)
                 "core join": best(lambda s=spec, p=rebalance: run_codes(s, p), repeat),  # type: ignore[misc]
                 "assign first": best(lambda n=name: sla.assign(lags, subs, n), repeat),  # type: ignore[misc]
                 "assign join": best(lambda n=name, f=first: sla.assign(lags, joined, n, previous=f), repeat),  # type: ignore[misc]
-                "join moves": moved(join, first),
+                "join moves": moved(join, first, joined),
             }
         )
     return rows

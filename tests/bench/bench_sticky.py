@@ -97,7 +97,7 @@ def run(size: tuple[int, int, int], repeat: int, peer: bool) -> list[dict[str, o
             "assignor": "ours (assign)",
             "first s": first_s,
             "join s": join_s,
-            "join moves": moved(join, first),
+            "join moves": moved(join, first, joined),
             "fewest": minimum,
             "spread": f"{spread(first, subs)}/{spread(join, joined)}",
         }
@@ -113,7 +113,7 @@ def run(size: tuple[int, int, int], repeat: int, peer: bool) -> list[dict[str, o
                 "assignor": "kafka-python",
                 "first s": kp_first_s,
                 "join s": kp_join_s,
-                "join moves": moved(kp_join, kp_first),
+                "join moves": moved(kp_join, kp_first, joined),
                 "fewest": fewest_moves(kp_first, consumers + 1),
                 "spread": f"{spread(kp_first, subs)}/{spread(kp_join, joined)}",
             }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+import spark_lag_assign as sla
 from spark_lag_assign.core.quality import moved, per_consumer, quality, topic_spread
 
 
@@ -140,14 +141,25 @@ def test_movement_counts_changed_owners_including_a_departed_consumers_partition
         ("C0", "t1", 0, 5),
         ("C0", "t0", 3, 5),  # new partition: nobody owned it, not a move
     )
-    assert moved(after, before) == 2
+    assert moved(after, before, {"C0": ["t0", "t1"], "C1": ["t0"]}) == 2
     assert quality(after, {"C0": ["t0", "t1"], "C1": ["t0"]}, previous=before).moved == 2
 
 
+def test_movement_takes_the_previous_owner_by_the_rule_every_assignor_reads_a_previous_plan_by() -> None:
+    """t0-0 listed under Agone (left the group) and C1: the owner by the rule is C1, so a plan
+    that keeps it on C1 moved nothing, and one that gives it to C0 moved one."""
+    before = previous(("Agone", "t0", 0), ("C1", "t0", 0))
+    subs = {"C0": ["t0"], "C1": ["t0"]}
+    assert moved(plan(("C1", "t0", 0, 5)), before, subs) == 0
+    assert moved(plan(("C0", "t0", 0, 5)), before, subs) == 1
+    kept = sla.assign(pd.DataFrame({"topic": ["t0"], "partition": [0], "lag": [5]}), subs, "sticky", previous=before)
+    assert kept["consumer"].tolist() == ["C1"] and quality(kept, subs, previous=before).moved == 0
+
+
 def test_movement_against_an_identical_or_empty_previous_plan_is_zero() -> None:
-    assert moved(MIXED, MIXED[["consumer", "topic", "partition"]]) == 0
-    assert moved(MIXED, previous()) == 0
-    assert moved(MIXED, None) == 0
+    assert moved(MIXED, MIXED[["consumer", "topic", "partition"]], SUBS) == 0
+    assert moved(MIXED, previous(), SUBS) == 0
+    assert moved(MIXED, None, SUBS) == 0
     assert quality(MIXED, SUBS, previous=previous()).moved == 0
 
 
@@ -155,7 +167,8 @@ def test_movement_does_not_depend_on_the_row_order_of_the_previous_plan() -> Non
     # t0-0 listed under both C1 and C0; the new plan gives it to C0
     after = plan(("C0", "t0", 0, 1))
     before = previous(("C1", "t0", 0), ("C0", "t0", 0))
-    assert moved(after, before) == moved(after, before.iloc[::-1])
+    subs = {"C0": ["t0"], "C1": ["t0"]}
+    assert moved(after, before, subs) == moved(after, before.iloc[::-1], subs) == 0
 
 
 # -- totals past int64: four partitions of lag 2**62 add up to 2**64 ---------------------
