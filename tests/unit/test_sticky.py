@@ -96,12 +96,12 @@ def test_docstring_example_first_assignment_then_a_leave_then_a_join() -> None:
     # quotas 4 and 3, the extra to C0 (it held more); C1's a1 and b1 fill C0 and C2 up
     second = sticky(sizes, {"C0": ALL3, "C2": ALL3}, first)
     assert as_plan(second) == {"C0": ["a0", "a1", "b0", "c1"], "C2": ["a2", "b1", "c0"]}
-    assert moved(second, first) == 2
+    assert moved(second, first, {"C0": ALL3, "C2": ALL3}) == 2
     # quotas 3, 2, 2: C0 gives up a1 (its second a); C2's three are each within or one over
     # their topic's share; of b1 and c0 (equally over) its rotation gives up c0
     third = sticky(sizes, {"C0": ALL3, "C2": ALL3, "C3": ALL3}, second)
     assert as_plan(third) == {"C0": ["a0", "b0", "c1"], "C2": ["a2", "b1"], "C3": ["a1", "c0"]}
-    assert moved(third, second) == 2
+    assert moved(third, second, {"C0": ALL3, "C2": ALL3, "C3": ALL3}) == 2
 
 
 def test_first_assignment_is_round_robin_over_topics_then_partitions() -> None:
@@ -119,7 +119,7 @@ def test_a_leaving_consumers_partitions_are_spread_and_every_other_partition_sta
     joined = before.merge(after, on=["topic", "partition"], suffixes=("_before", "_after"))
     stayed = joined[joined["consumer_before"] != "C1"]
     assert (stayed["consumer_before"] == stayed["consumer_after"]).all()
-    assert moved(after, before) == 3
+    assert moved(after, before, dict.fromkeys(("C0", "C2", "C3"), ALL3)) == 3
 
 
 def test_a_joining_consumer_gets_its_fair_share_and_nothing_else_moves() -> None:
@@ -132,7 +132,7 @@ def test_a_joining_consumer_gets_its_fair_share_and_nothing_else_moves() -> None
     # 10 over 4 is 2 or 3 each; C3 starts empty so it needs 2, and 2 is all that moves
     assert sorted(counts(after, new).values()) == [2, 2, 3, 3]
     assert counts(after, new)["C3"] == 2
-    assert moved(after, before) == 2
+    assert moved(after, before, new) == 2
 
 
 def test_added_partitions_go_where_there_is_room_and_no_old_partition_moves() -> None:
@@ -143,7 +143,7 @@ def test_added_partitions_go_where_there_is_room_and_no_old_partition_moves() ->
     # quotas 6 and 5 (the tie on previous counts goes to C0); both hold two a's, so the new
     # a4, a5, a6 are dealt C0, C1, C0
     assert as_plan(after) == {"C0": ["a0", "a2", "a4", "a6", "b0", "b2"], "C1": ["a1", "a3", "a5", "b1", "b3"]}
-    assert moved(after, before) == 0
+    assert moved(after, before, subs) == 0
 
 
 def test_a_deleted_topic_moves_only_what_rebalancing_needs() -> None:
@@ -152,7 +152,7 @@ def test_a_deleted_topic_moves_only_what_rebalancing_needs() -> None:
     after = sticky({"a": 3, "c": 3}, subs, before)
     # C1 is left empty; 6 over 3 is 2 each: C0 and C2 give up their third (least needed) one
     assert as_plan(after) == {"C0": ["a0", "a1"], "C1": ["a2", "c2"], "C2": ["c0", "c1"]}
-    assert moved(after, before) == 2
+    assert moved(after, before, subs) == 2
 
 
 def test_a_created_topic_is_split_evenly_and_nothing_old_moves() -> None:
@@ -200,7 +200,7 @@ def test_lags_only_choose_between_equally_good_partitions(seed: int) -> None:
     with_lag = sla.assign(skewed, subs, "sticky", previous=earlier)
     without = sla.assign(flat, subs, "sticky", previous=earlier)
     assert counts(with_lag, subs) == counts(without, subs)
-    assert moved(with_lag, earlier) == moved(without, earlier)
+    assert moved(with_lag, earlier, subs) == moved(without, earlier, subs)
 
 
 def test_differing_subscriptions_only_the_shared_topic_balances() -> None:
@@ -213,7 +213,7 @@ def test_differing_subscriptions_only_the_shared_topic_balances() -> None:
     # C1 must take y0 and y1, then 6 over 2 is 3 each: C1 hands one x to C0. x3 is C1's
     # second x, further over x's share than x1, so it goes. Three moves, the least possible.
     assert as_plan(after) == {"C0": ["x0", "x2", "x3"], "C1": ["x1", "y0", "y1"]}
-    assert moved(after, first) == 3
+    assert moved(after, first, {"C0": ["x"], "C1": ["x", "y"]}) == 3
 
 
 def test_balance_passes_along_a_chain_where_no_single_move_helps() -> None:
@@ -246,7 +246,7 @@ def test_a_swap_between_consumers_one_apart_keeps_more_partitions_at_the_same_ba
         "C3": ["c0", "c1", "c2"],
         "C4": ["b0", "b1"],
     }
-    assert moved(after, before) == 3
+    assert moved(after, before, subs) == 3
 
 
 @pytest.mark.parametrize(
@@ -297,7 +297,7 @@ def test_many_consumers_on_many_topics_stay_balanced_and_move_the_minimum() -> N
     joined = {**subs, "new": names}
     second = sticky(sizes, joined, first)
     assert set(counts(second, joined).values()) == {99, 100}
-    assert moved(second, first) == 99
+    assert moved(second, first, joined) == 99
     # the newcomer's 99 come one from each of 99 consumers, all but the one keeping 100
     taken = second[second["consumer"] == "new"].merge(first, on=["topic", "partition"], suffixes=("", "_before"))
     assert taken["consumer_before"].nunique() == 99
@@ -409,7 +409,7 @@ def test_identical_subscriptions_stay_within_one_and_move_only_what_balance_need
             world.apply(*step)
         got = sticky(world.sizes, world.subs, previous)
         assert spread(counts(got, world.subs)) <= 1
-        assert (0 if previous is None else moved(got, previous)) == minimum_moves(previous, world)
+        assert (0 if previous is None else moved(got, previous, world.subs)) == minimum_moves(previous, world)
         previous = got
 
 
@@ -431,7 +431,7 @@ def test_differing_subscriptions_get_the_best_balance_with_the_fewest_moves(
             world.apply(*step)
         got = sticky(world.sizes, world.subs, previous)
         n = counts(got, world.subs)
-        assert (score(n), 0 if previous is None else moved(got, previous)) == best_possible(world, previous)
+        assert (score(n), 0 if previous is None else moved(got, previous, world.subs)) == best_possible(world, previous)
         previous = got
 
 
