@@ -11,5 +11,8 @@ from typing import Final
 
 INT64_LIMIT: Final = 2**63  # Kafka offsets are int64: every offset is below this
 PARTITION_LIMIT: Final = 2**31  # Kafka partitions are int32
+#: the lag-balancing engine (lag-sticky, drain) keeps loads as int64 and adds a partition's lag
+#: to a consumer's load before it compares: a total below this keeps every such sum exact
+ENGINE_LOAD_LIMIT: Final = 2**62
 
-__all__ = ["INT64_LIMIT", "PARTITION_LIMIT"]
+__all__ = ["ENGINE_LOAD_LIMIT", "INT64_LIMIT", "PARTITION_LIMIT"]

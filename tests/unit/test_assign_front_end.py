@@ -23,6 +23,7 @@ from spark_lag_assign.assignors import range as range_, roundrobin, sticky_rows
 from spark_lag_assign.assignors.base import GroupProblem
 from spark_lag_assign.core import previous as previous_plan
 from spark_lag_assign.core.ids import CONSUMER_ID_PATTERN, check_consumer_id
+from spark_lag_assign.core.limits import ENGINE_LOAD_LIMIT
 from spark_lag_assign.core.quality import exact_sum, moved
 from spark_lag_assign.core.subscriptions import (
     SubscriptionIndex,
@@ -87,6 +88,19 @@ def test_the_largest_exact_total_is_accepted_and_kept_exactly() -> None:
     assert sum(int(v) for v in out["lag"]) == 2**63 - 1
 
 
+@pytest.mark.parametrize("strategy", ["lag-sticky", "drain"])
+def test_the_lag_balancing_engine_takes_totals_up_to_its_one_limit_and_names_it_beyond(strategy: str) -> None:
+    """lag-sticky and drain add a lag to a load before comparing: ENGINE_LOAD_LIMIT is theirs,
+    checked on the exact total (a float sum would round 2^62 - 1 up to the limit)."""
+    subs = {"c0": ["t0"], "c1": ["t0"]}
+    below = sla.assign(lags_with("lag", [2**61, 2**61 - 1, 0]), subs, strategy)
+    assert set(below["consumer"]) == {"c0", "c1"}
+    with pytest.raises(InputError) as err:
+        sla.assign(lags_with("lag", [2**61, 2**61, 0]), subs, strategy)
+    assert "the total lag 4,611,686,018,427,387,904 is 2^62 or more" in one_line(err)
+    assert ENGINE_LOAD_LIMIT == 2**62
+
+
 @given(st.lists(st.integers(0, 2**63 - 1), max_size=40))
 def test_exact_total_never_wraps(values: list[int]) -> None:
     assert exact_sum(np.asarray(values, dtype=np.int64)) == sum(values)
@@ -107,7 +121,7 @@ def test_a_partition_listed_twice_in_the_previous_plan_stays_with_the_smallest_c
             plan = sla.assign(lags, subs, strategy, previous=shuffled)
             assert plan.groupby("consumer")["partition"].apply(list).to_dict() == {"c0": [0, 1], "c1": [2, 3]}
             # the metric reads a duplicate the same way, so it reports no move that did not happen
-            assert moved(plan, shuffled) == 0
+            assert moved(plan, shuffled, subs) == 0
 
 
 def test_previous_codes_keep_the_smallest_eligible_consumer_of_a_duplicate() -> None:
@@ -243,7 +257,7 @@ def test_the_previous_plan_is_matched_the_same_through_a_table_and_a_search(monk
     monkeypatch.setattr(previous_plan, "DENSE_FLOOR", 0)
     searched = sla.assign(lags, subs, "sticky", previous=previous)
     pd.testing.assert_frame_equal(searched, table)
-    assert moved(table, previous) == 0
+    assert moved(table, previous, subs) == 0
 
 
 def hand_built(lags: pd.DataFrame, subs: dict[str, list[str]], previous: pd.DataFrame | None) -> GroupProblem:
@@ -343,7 +357,7 @@ def test_sticky_picks_the_same_partitions_to_give_up_by_maxima_packed_keys_or_so
     plans.append(sla.assign(lags, later, "sticky", previous=first))
     for plan in plans[1:]:
         pd.testing.assert_frame_equal(plan, plans[0])
-    assert moved(plans[0], first) > 0
+    assert moved(plans[0], first, later) > 0
 
 
 @pytest.mark.parametrize("strategy", ["range", "roundrobin", "sticky", "lag"])

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.assignors.base import GroupProblem
+from spark_lag_assign.core.limits import ENGINE_LOAD_LIMIT
+from spark_lag_assign.core.quality import exact_sum
 from spark_lag_assign.errors import InputError
 
 
@@ -76,14 +78,22 @@ class State:
 
 
 def build_group(
-    problem: GroupProblem, consumers: list[str], weights: np.ndarray | None = None, speed: np.ndarray | None = None
+    problem: GroupProblem,
+    consumers: list[str],
+    weights: np.ndarray | None = None,
+    speed: np.ndarray | None = None,
 ) -> Group:
     """The problem as arrays; ``weights`` (int64 per row) replace the lags, ``speed`` makes
     consumers unequal (see ``Group.speed``)."""
     lag = np.asarray(problem.lags if weights is None else weights, dtype=np.int64)
     # loads are exact int64 sums; refuse totals that could wrap rather than plan on garbage
-    if float(lag.sum(dtype=np.float64)) >= 2.0**62:
-        raise InputError("lag-sticky: the total lag exceeds 2^62 messages; loads would overflow")
+    total = exact_sum(lag)
+    if total >= ENGINE_LOAD_LIMIT:
+        what = "lag" if weights is None else "weighted lag (lag plus what producers add)"
+        raise InputError(
+            f"the total {what} {total:,} is 2^62 or more, where the loads of lag-sticky and drain could wrap; "
+            "use lag or sticky"
+        )
     # each topic's rows from the codes (comparing a million names would cost 10 ms)
     codes = problem.codes()
     start, stop = problem.topic_bounds()
