@@ -1,4 +1,4 @@
-"""Issue #13: range, roundrobin and sticky at a million partitions, core and end to end.
+"""Range, roundrobin and sticky at a million partitions, core and end to end.
 
     python -m tests.bench.bench_speed [--repeat 3] [--shapes 500x2000x1000,10000x100x1000]
         [--strategies range,roundrobin,sticky] [--profile STRATEGY:STEP]

@@ -1,4 +1,4 @@
-"""Ours beside Apache Kafka's own Java assignors on the same seeded groups (issue #13).
+"""Ours beside Apache Kafka's own Java assignors on the same seeded groups.
 
     python -m tests.bench.java_compare [--quick] [--output DIR]
 

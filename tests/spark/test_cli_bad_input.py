@@ -1,4 +1,4 @@
-"""Bad input to ``spark-lag-assign plan``, all in one table (issue #15): every case exits 1 with
+"""Bad input to ``spark-lag-assign plan``, all in one table: every case exits 1 with
 exactly one line on stderr, no traceback, and leaves the store's plan directory byte for byte
 as it was.
 

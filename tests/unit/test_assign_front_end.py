@@ -1,4 +1,4 @@
-"""The front end of ``assign`` (issues #13 and #15): input refused in one line, the rules for a
+"""The front end of ``assign``: input refused in one line, the rules for a
 previous plan and for consumer ids, and the fast paths held to the plain ones.
 
 The fast paths (grouped columns hashed once per run, dense lookup tables, closed forms for
