@@ -1,10 +1,12 @@
 """One rule for consumer ids (``spark_lag_assign.core.ids``), wherever an id enters: ``assign``
-(``validate_subscriptions``), the plan document a publisher writes (``build_plan`` +
-``check_plan``), the CLI and config files (``config``), the stores' claim writers. Every
-entry point accepts an id or refuses it with the same line."""
+itself, subscriptions, a plan document a real store's publisher is handed (``publish``), the
+plan builder and checker, the command line as parsed from argv and the config layers, the
+stores' claim writers. Every entry point accepts an id or refuses it with the same line."""
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
 
+import spark_lag_assign as sla
 from spark_lag_assign import config
+from spark_lag_assign.cli import build_parser, plan_settings
 from spark_lag_assign.core.ids import CONSUMER_ID_PATTERN, consumer_id_problem
 from spark_lag_assign.core.subscriptions import validate_subscriptions
 from spark_lag_assign.errors import InputError
@@ -22,11 +26,28 @@ from spark_lag_assign.store import FENCER, open_store
 
 
 def _assign(c: str) -> None:
+    sla.assign(pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [5]}), {c: ["t"]}, "range")
+
+
+def _subscriptions(c: str) -> None:
     validate_subscriptions({c: ["t"]})
 
 
 def _publishing(c: str) -> None:
-    check_consumer_ids([c])
+    """A plan document naming ``c`` handed to a real store's publisher (not built by us)."""
+    rows = pd.DataFrame([("c0", "t", 0, 5, -2)], columns=list(PLAN_COLUMNS))
+    plan = build_plan(rows, {"c0": ["t"]}, generation=1, strategy="range", reset="latest")
+    plan = json.loads(json.dumps(plan))
+    plan["consumers"] = {c: plan["consumers"]["c0"]}
+    with tempfile.TemporaryDirectory() as root, open_store(root) as store, store.publisher() as publisher:
+        try:
+            publisher.publish(plan)
+        finally:
+            assert (store.latest() is None) != (consumer_id_problem(c) is None)  # published exactly when valid
+
+
+def _cli_plan(c: str) -> None:
+    plan_settings(build_parser().parse_args(["plan", "--offsets", "s.csv", "--output", "out", f"--consumers={c}"]))
 
 
 def _plan_document(c: str) -> None:
@@ -53,11 +74,14 @@ def _parsed_apart(c: str) -> bool:
 
 ENTRY_POINTS: dict[str, Callable[[str], None]] = {
     "assign": _assign,
+    "subscriptions": _subscriptions,
     "publishing": _publishing,
+    "ids of a plan": lambda c: check_consumer_ids([c]),
     "plan document": _plan_document,
     "config subscriptions": _config_subscriptions,
     "config consumers": _consumers_list,
     "cli --consumers": _consumers_flag,
+    "cli argv": _cli_plan,
 }
 
 
@@ -65,7 +89,7 @@ def refusals(c: str) -> dict[str, str | None]:
     """Entry point -> None (accepted) or its one-line refusal."""
     out: dict[str, str | None] = {}
     for name, enter in ENTRY_POINTS.items():
-        if enter is _consumers_flag and _parsed_apart(c):
+        if enter in (_consumers_flag, _cli_plan) and _parsed_apart(c):
             continue
         try:
             enter(c)
@@ -133,7 +157,7 @@ ids = st.one_of(
 def check_alike(consumer: str) -> None:
     got = refusals(consumer)
     problem = consumer_id_problem(consumer)
-    assert set(ENTRY_POINTS) - set(got) <= {"cli --consumers"}
+    assert set(ENTRY_POINTS) - set(got) <= {"cli --consumers", "cli argv"}
     if problem is None:
         assert all(msg is None for msg in got.values()), got
     else:
