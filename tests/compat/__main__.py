@@ -13,9 +13,9 @@ bytes (``tests.compat.plans``), apart from the creation time.
 Which tests where, to keep CI (``make test`` then this) within about 50 minutes on 2 cores:
 
 - 3.5.7 (the LTS line, Scala 2.12): the planner's Spark tests (tests/spark), the consuming
-  side's integration tests of the follower (its Kafka source, commits, handovers between
-  pipelines of one process), the offline plans; the multi-process proof (ten minutes on its
-  own) runs on 4.0.0 in `make test` only, or CI would pass 50 minutes;
+  side's integration tests (``CONSUMING_TESTS``: the follower with its Kafka source, commits
+  and handovers between pipelines of one process, and the multi-process proof), the offline
+  plans;
 - 4.0.0: the offline plans, from the default ``.venv``, where ``make test`` ran every test on
   it (if ``.venv`` has another version, 4.0.0 gets a virtualenv here and 3.5.7's selection);
 - 4.3.0 (the newest): the planner's Spark tests and the offline plans. Its Kafka source is
