@@ -35,8 +35,8 @@ def role_acls(
 ) -> list[Acl]:
     """The ACLs of one role on the Kafka store ``store`` (its plan name), for README and tests.
 
-    planner   publishes plans: the plans topic and its transactional id; creates the claims
-              topics of the consumers it plans; reads the group's offsets of ``topics``;
+    planner   publishes plans: the plans topic (which it creates if it is missing) and its
+              transactional id; creates the claims topics of the consumers it plans; reads the group's offsets of ``topics``;
     pipeline  one ``consumer``: reads plans and every claim, writes its own claims topic under
               its own claim id, commits to ``group`` under its own commit id, reads ``topics``;
               with ``fencing="self"`` it also fences others: WRITE on every commit id of the store;
@@ -52,7 +52,7 @@ Long because it is the table above as code, one block per role, read against REA
     if role == "planner":
         acls = [
             Acl("READ", "Topic", plans), Acl("WRITE", "Topic", plans), Acl("DESCRIBE_CONFIGS", "Topic", plans),
-            Acl("CREATE", "Topic", claims, "prefixed"), Acl("DESCRIBE", "Topic", claims, "prefixed"),
+            Acl("CREATE", "Topic", plans), Acl("CREATE", "Topic", claims, "prefixed"), Acl("DESCRIBE", "Topic", claims, "prefixed"),
             Acl("DESCRIBE_CONFIGS", "Topic", claims, "prefixed"),
             Acl("WRITE", "TransactionalId", planner_transactional_id(store)),
         ]  # fmt: skip

@@ -114,6 +114,20 @@ def test_each_role_does_its_own_work(cluster: Cluster) -> None:
     fence(cluster.kafka.bootstrap_servers, commit_id(cluster.name, "b"), cluster.options("fencer"), 5000)  # the fencer may
 
 
+def test_the_planner_alone_sets_a_new_store_up_with_its_list(cluster: Cluster) -> None:
+    """The operator is optional: with no topic made beforehand, the planner's own list creates
+    the plans topic and the claims topics of the consumers it plans, and publishes."""
+    name = f"fresh-{uuid.uuid4().hex[:8]}"
+    user = f"planner-{uuid.uuid4().hex[:6]}"
+    cluster.kafka.add_user(user)
+    cluster.kafka.grant(user, role_acls("planner", name, group=cluster.group, topics=[cluster.topic]))
+    uri = f"kafka://{cluster.kafka.bootstrap_servers}/{name}"
+    with open_store(uri, client_options=cluster.kafka.client_options(user), timeout=5) as store, store.publisher() as publisher:
+        plan = make_plan(publisher.next_generation(), consumers=1, partitions=2, topic=cluster.topic)
+        publisher.publish(plan)
+        assert store.latest() == plan
+
+
 def test_a_pipeline_cannot_publish_a_plan(cluster: Cluster) -> None:
     def publish() -> None:
         with cluster.store("pipe-a") as store, store.publisher() as publisher:
