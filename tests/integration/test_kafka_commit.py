@@ -79,7 +79,9 @@ def test_a_commit_failure_never_lets_a_zombie_undo_its_successors_fence(kafka: L
             a({tp: 20}, 1)  # the zombie's commit: held, no producer opened behind the protocol's back
         offset, note = offset_after(bootstrap, group, tp, 10)
         assert offset == 60 and parse_metadata(note) == ("B", 2)
-        # and once the handover does reopen A (a new start), B's fence is what refuses A's old producer
+        # and the successor's commits go on as before: the zombie's held attempt left nothing
+        # open under B's id (a reopened A must first read the claims and find B's fence note:
+        # that is the handover's part, proven in tests/unit/test_handover_model.py)
         b({tp: 61}, 2)
         assert offset_after(bootstrap, group, tp, 60)[0] == 61
     finally:
