@@ -181,7 +181,9 @@ class _KafkaClaimWriter(ClaimWriter):
             if _is_fenced(exc):
                 self._fenced = True
                 raise ClaimFencedError(
-                    f"store {store.uri}: a newer incarnation of {self.consumer} took its id over ({type(exc).__name__})"
+                    f"store {store.uri}: the claim id of {self.consumer} has a newer epoch ({type(exc).__name__}): a newer "
+                    "incarnation took it over, or the broker aborted a claim transaction that outlived "
+                    "claim_transaction_timeout_ms (an outage longer than it); either way this one stops"
                 ) from None
             raise store._error(
                 f"writing the claim of {self.consumer}", exc,
