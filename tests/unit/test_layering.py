@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -480,3 +481,21 @@ def test_no_private_name_of_another_library_is_reached_outside_its_one_place() -
             if name and name.startswith("_") and not name.startswith("__") and name not in ours:
                 reached.add((where, name))
     assert reached == FOREIGN_PRIVATES
+
+
+def _development_tree() -> str:
+    readme = (PACKAGE.parent / "README.md").read_text()
+    start = readme.index("spark_lag_assign/     the layers")
+    return readme[start : readme.index("\ntests/oracles.py", start)]
+
+
+def test_readme_names_every_module_and_lists_the_layers_in_their_order() -> None:
+    """README's Development tree is where a newcomer learns the layout: it must not fall behind it."""
+    tree = _development_tree()
+    words = set(re.findall(r"[A-Za-z_]+", tree))
+    modules = sorted(p.stem for p in PACKAGE.rglob("*.py") if p.stem not in ("__init__", "__main__"))
+    assert [m for m in modules if m not in words] == []
+    tops = [m.group(1) for m in re.finditer(r"^  ([a-z_]+)(?:/|\.py)", tree, re.MULTILINE)]
+    layer_of = {name: i for i, names in enumerate(LAYERS) for name in names}
+    assert [layer_of[t] for t in tops] == sorted(layer_of[t] for t in tops), tops
+    assert set(tops) >= {name for names in LAYERS for name in names} - {"jvm"}
