@@ -59,21 +59,21 @@ from __future__ import annotations
 import numpy as np
 
 from spark_lag_assign.assignors.base import GroupProblem, Strategy
-from spark_lag_assign.assignors.sticky_counts import _general_counts, _layout, _quota_counts
-from spark_lag_assign.assignors.sticky_rows import _owners
+from spark_lag_assign.assignors.sticky_counts import general_counts, quota_counts, sticky_layout
+from spark_lag_assign.assignors.sticky_rows import row_owners
 
 
 def assign_codes(problem: GroupProblem) -> np.ndarray:
     if len(problem.partitions) == 0:  # (the topics column is a million objects made on first read)
         return np.zeros(0, dtype=np.int64)
-    lay = _layout(problem)
+    lay = sticky_layout(problem)
     kept_before = np.bincount(lay.row_pair[lay.row_pair >= 0], minlength=len(lay.pair_class)).astype(np.int64)
     per_consumer = np.bincount(lay.pair_consumer, minlength=lay.n_consumers)
     if per_consumer.max() <= 1:
-        counts = _quota_counts(lay, kept_before)
+        counts = quota_counts(lay, kept_before)
     else:
-        counts = _general_counts(lay, kept_before)
-    return _owners(lay, counts, kept_before, np.asarray(problem.lags, dtype=np.float64))
+        counts = general_counts(lay, kept_before)
+    return row_owners(lay, counts, kept_before, np.asarray(problem.lags, dtype=np.float64))
 
 
 def assign_group(problem: GroupProblem) -> list[str]:

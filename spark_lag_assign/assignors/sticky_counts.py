@@ -12,7 +12,7 @@ from spark_lag_assign.assignors.base import GroupProblem
 
 
 @dataclass(frozen=True)
-class _Layout:
+class StickyLayout:
     """The problem as integer arrays.
 
     A *class* is a set of topics with the same subscribers; classes are numbered by fewest
@@ -32,7 +32,7 @@ class _Layout:
     class_size: np.ndarray  # partitions per class
 
 
-def _layout(problem: GroupProblem) -> _Layout:
+def sticky_layout(problem: GroupProblem) -> StickyLayout:
     codes = problem.codes()
     index = codes.index
     n_cons = len(index.consumers)
@@ -84,7 +84,7 @@ def _layout(problem: GroupProblem) -> _Layout:
         else:
             pair_key = pair_class * n_cons + pair_consumer
             row_pair[has] = np.searchsorted(pair_key, row_class[has] * n_cons + prev[has])
-    return _Layout(n_cons, n_topics, row_topic, row_class, prev, row_pair, ptr, pair_class, pair_consumer, class_size)
+    return StickyLayout(n_cons, n_topics, row_topic, row_class, prev, row_pair, ptr, pair_class, pair_consumer, class_size)
 
 
 def balance_score(loads: np.ndarray) -> int:
@@ -97,7 +97,7 @@ def balance_score(loads: np.ndarray) -> int:
 # -- step 2: quotas ---------------------------------------------------------------------------
 
 
-def _quota_counts(lay: _Layout, kept_before: np.ndarray) -> np.ndarray:
+def quota_counts(lay: StickyLayout, kept_before: np.ndarray) -> np.ndarray:
     """Partitions per pair when every consumer reads one class at most."""
     sizes = np.diff(lay.ptr)
     low, extra = np.divmod(lay.class_size, sizes)
@@ -131,7 +131,7 @@ def _water_fill(loads: np.ndarray, units: int) -> np.ndarray:
 class _Balancer:
     """Counts per pair and consumer loads, with the moves of steps 3 to 6."""
 
-    def __init__(self, lay: _Layout, kept_before: np.ndarray) -> None:
+    def __init__(self, lay: StickyLayout, kept_before: np.ndarray) -> None:
         self.lay = lay
         self.p = kept_before
         self.restore(kept_before)
@@ -328,7 +328,7 @@ class _Balancer:
         self.loads[self.lay.pair_consumer[pair]] += by
 
 
-def _chain_to(lay: _Layout, c: int, via_pair_c: np.ndarray, via_pair_k: np.ndarray) -> list[int]:
+def _chain_to(lay: StickyLayout, c: int, via_pair_c: np.ndarray, via_pair_k: np.ndarray) -> list[int]:
     """The path ``_Balancer._cheapest_chain`` found to consumer ``c``, walked back from it: the
     pairs, alternating give and take, from a source to ``c``."""
     path: list[int] = []
@@ -389,7 +389,7 @@ def _pred_cycles(pred: np.ndarray, src: np.ndarray) -> list[list[int]]:
     return cycles
 
 
-def _general_counts(lay: _Layout, kept_before: np.ndarray) -> np.ndarray:
+def general_counts(lay: StickyLayout, kept_before: np.ndarray) -> np.ndarray:
     bal = _Balancer(lay, kept_before)
     bal.fill()  # step 3
     before_x, before_score = bal.x.copy(), balance_score(bal.loads)

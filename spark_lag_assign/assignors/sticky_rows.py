@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from spark_lag_assign.assignors.sticky_counts import _Layout
+from spark_lag_assign.assignors.sticky_counts import StickyLayout
 
 # -- step 7 -----------------------------------------------------------------------------------
 
@@ -79,7 +79,7 @@ def _segments(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _kept_of_shrinking(
-    lay: _Layout, rows: np.ndarray, keep: np.ndarray, kept_before: np.ndarray, lags: np.ndarray
+    lay: StickyLayout, rows: np.ndarray, keep: np.ndarray, kept_before: np.ndarray, lags: np.ndarray
 ) -> np.ndarray:
     """Which of ``rows`` (ascending; their pairs keep some but not all) stay with their owner.
 
@@ -128,7 +128,7 @@ def _kept_of_shrinking(
 
 
 def _keeping_keys(
-    lay: _Layout, rows: np.ndarray, lags: np.ndarray
+    lay: StickyLayout, rows: np.ndarray, lags: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """What ``_kept_of_shrinking`` orders ``rows`` by: per row its pair, how far its owner is
     over its fair share of the row's topic (shifted to start at 0), its owner's rotation over
@@ -160,7 +160,7 @@ class _Held:
     """How many partitions of each of ``topics`` (ascending) each consumer keeps: a dense table
     when topics x consumers is small next to the rows, else sorted (topic, consumer) keys."""
 
-    def __init__(self, lay: _Layout, owner: np.ndarray, kept_rows: np.ndarray, topics: np.ndarray) -> None:
+    def __init__(self, lay: StickyLayout, owner: np.ndarray, kept_rows: np.ndarray, topics: np.ndarray) -> None:
         self.n_cons = n_cons = lay.n_consumers
         slot = np.full(lay.n_topics, -1, dtype=np.int64)
         slot[topics] = np.arange(len(topics))
@@ -183,7 +183,7 @@ class _Held:
         return held
 
 
-def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.ndarray) -> np.ndarray:
+def row_owners(lay: StickyLayout, counts: np.ndarray, kept_before: np.ndarray, lags: np.ndarray) -> np.ndarray:
     """Owner index per row, given how many partitions each pair ends up with.
 
     Counts and moves are fixed by now; lag only decides between equally good partitions: a
@@ -232,7 +232,7 @@ def _owners(lay: _Layout, counts: np.ndarray, kept_before: np.ndarray, lags: np.
 
 
 def _deal_open(
-    lay: _Layout, owner: np.ndarray, rest: np.ndarray, short: np.ndarray, kept_rows: np.ndarray, lags: np.ndarray
+    lay: StickyLayout, owner: np.ndarray, rest: np.ndarray, short: np.ndarray, kept_rows: np.ndarray, lags: np.ndarray
 ) -> None:
     """The open partitions ``rest`` (of classes where something stayed) into ``owner``: each
     topic's to the consumers still short of their count (``short`` per pair, used up here)

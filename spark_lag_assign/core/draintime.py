@@ -179,7 +179,7 @@ def _fair_level(caught_up_demand: np.ndarray, backlogged: int, rate: float) -> f
     return math.inf
 
 
-def _drain_partitions(lag: np.ndarray, produce: np.ndarray, rate: float) -> tuple[np.ndarray, np.ndarray]:
+def drain_partitions(lag: np.ndarray, produce: np.ndarray, rate: float) -> tuple[np.ndarray, np.ndarray]:
     """Per partition of one consumer: the time it catches up for good (``inf``: never) and its peak lag."""
     n = len(lag)
     if n == 0:
@@ -258,7 +258,7 @@ def simulate(
     lag_values = rows["lag"].to_numpy(dtype=float)  # the fluid model runs in floats; totals below stay exact
     produce_values = rows["produce_rate"].to_numpy()
     for start, end in zip(bounds.astype(int), ends):
-        d, p = _drain_partitions(lag_values[start:end], produce_values[start:end], float(rates[owners[start]]))
+        d, p = drain_partitions(lag_values[start:end], produce_values[start:end], float(rates[owners[start]]))
         done[start:end], peak[start:end] = d, p
     partitions = rows.assign(time_to_drain=done, peak_lag=peak)
 

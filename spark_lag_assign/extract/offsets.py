@@ -49,7 +49,7 @@ def admin_client(
     except (KafkaConfigurationError, TypeError, ValueError, AssertionError) as exc:  # its check of its options
         raise KafkaReadError(f"invalid Kafka client option: {_one_line(exc)}") from None
     except KafkaError as exc:
-        raise KafkaReadError(_diagnose(bootstrap_servers, options, exc, timeout_ms)) from None
+        raise KafkaReadError(diagnose(bootstrap_servers, options, exc, timeout_ms)) from None
     try:
         yield admin
     finally:
@@ -67,7 +67,7 @@ def _tcp_reachable(bootstrap_servers: str) -> bool:
     return False
 
 
-def _diagnose(bootstrap_servers: str, options: Mapping[str, Any], exc: BaseException, timeout_ms: int) -> str:
+def diagnose(bootstrap_servers: str, options: Mapping[str, Any], exc: BaseException, timeout_ms: int) -> str:
     """Name why kafka-python could not bootstrap; it reports most causes as a timeout.
 
     kafka-python 3.0.12 sees a rejected SASL login only as the broker closing the socket,
@@ -87,7 +87,7 @@ def _diagnose(bootstrap_servers: str, options: Mapping[str, Any], exc: BaseExcep
     )
 
 
-def _retrying(what: str, call: Callable[[], T], deadline: float, needed: Iterable[Acl] = (), admin: Any = None) -> T:
+def with_retries(what: str, call: Callable[[], T], deadline: float, needed: Iterable[Acl] = (), admin: Any = None) -> T:
     """Retry kafka-python's retriable errors (coordinator loading, leader moving) until the
     deadline; any Kafka error left is one KafkaReadError line naming the step, and a refusal
     (never retried: kafka-python does not call it retriable) names the ACL of ``needed``."""
@@ -130,7 +130,7 @@ def _described(admin: Any, topics: Sequence[str], deadline: float) -> list[dict[
     broker answers for it with an error code, not an exception, and lists no partitions."""
     from kafka.errors import for_code
 
-    described: list[dict[str, Any]] = _retrying(
+    described: list[dict[str, Any]] = with_retries(
         "describing topics",
         lambda: admin.describe_topics(list(topics)),
         deadline,
@@ -165,18 +165,18 @@ def resolve_topics(all_topics: Sequence[str], topics: Sequence[str] | None, patt
     raise InputError("name the topics to plan (topics) or a topic pattern (topic_pattern)")
 
 
-def _offsets_table(admin: Any, group: str, tps: Sequence[Any], committed: Mapping[Any, Any], deadline: float) -> pd.DataFrame:
+def offsets_table(admin: Any, group: str, tps: Sequence[Any], committed: Mapping[Any, Any], deadline: float) -> pd.DataFrame:
     """The offsets table of ``tps``: beginning and end read now, ``committed`` as given."""
     from kafka.admin import OffsetSpec
 
     if not tps:
         return pd.DataFrame(columns=list(OFFSET_COLUMNS))
     needed = [Acl("DESCRIBE", "Topic", t) for t in sorted({tp.topic for tp in tps})]
-    earliest = _retrying(
+    earliest = with_retries(
         "reading beginning offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST)),
         deadline, needed, admin,
     )  # fmt: skip
-    latest = _retrying(
+    latest = with_retries(
         "reading end offsets", lambda: admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST)),
         deadline, needed, admin,
     )  # fmt: skip
@@ -209,7 +209,7 @@ def read_offsets(
 
     deadline = time.monotonic() + timeout_ms / 1000
     with admin_client(bootstrap_servers, client_options, timeout_ms) as admin:
-        listed = _retrying("listing topics", admin.list_topics, deadline)
+        listed = with_retries("listing topics", admin.list_topics, deadline)
         if topics and set(topics) - set(listed):
             # the listing leaves out the topics this principal may not describe: "not found"
             # only if the broker says so too
@@ -226,14 +226,14 @@ def read_offsets(
             for p in t["partitions"]
         )
         group_acl = Acl("DESCRIBE", "Group", group)
-        committed = _retrying(
+        committed = with_retries(
             "reading the group's committed offsets", lambda: admin.list_group_offsets(group), deadline, [group_acl]
         ).get(group, {})
         if not committed:
-            state = _retrying("describing the group", lambda: admin.describe_groups([group]), deadline, [group_acl])
+            state = with_retries("describing the group", lambda: admin.describe_groups([group]), deadline, [group_acl])
             if state.get(group, {}).get("group_state", "Dead") == "Dead":
                 raise KafkaReadError(f"unknown consumer group {group!r}: it has no members and no committed offsets")
-        return _offsets_table(admin, group, tps, committed, deadline)
+        return offsets_table(admin, group, tps, committed, deadline)
 
 
 def read_partition_offsets(
@@ -252,10 +252,10 @@ def read_partition_offsets(
     with admin_client(bootstrap_servers, client_options, timeout_ms) as admin:
         # the group's offsets of a topic one may not describe are refused per partition
         needed = [Acl("DESCRIBE", "Group", group), *(Acl("DESCRIBE", "Topic", t) for t in sorted({t for t, _ in partitions}))]
-        committed = _retrying(
+        committed = with_retries(
             f"reading the offsets of group {group}", lambda: admin.list_group_offsets({group: tps}), deadline, needed, admin
         ).get(group, {})
-        return _offsets_table(admin, group, tps, committed, deadline)
+        return offsets_table(admin, group, tps, committed, deadline)
 
 
 def snapshot_format(path: Path) -> str:

@@ -86,7 +86,7 @@ class AdminOffsetsReader:
         from kafka import KafkaAdminClient
         from kafka.structs import TopicPartition
 
-        from spark_lag_assign.extract.offsets import _offsets_table, _retrying
+        from spark_lag_assign.extract.offsets import offsets_table, with_retries
 
         deadline = time.monotonic() + self.timeout_ms / 1000
         if self._admin is None:
@@ -98,11 +98,11 @@ class AdminOffsetsReader:
             )
         admin = self._admin
         try:
-            existing = set(_retrying("listing topics", admin.list_topics, deadline))
+            existing = set(with_retries("listing topics", admin.list_topics, deadline))
             chosen = sorted(set(topics) & existing)
             if not chosen:
                 return pd.DataFrame(columns=["topic", "partition", "beginning_offset", "end_offset", "committed_offset"])
-            described = _retrying("describing topics", lambda: admin.describe_topics(chosen), deadline)
+            described = with_retries("describing topics", lambda: admin.describe_topics(chosen), deadline)
             tps = sorted(
                 TopicPartition(
                     t["topic"] if "topic" in t else t["name"], p["partition"] if "partition" in p else p["partition_index"]
@@ -110,12 +110,12 @@ class AdminOffsetsReader:
                 for t in described
                 for p in t["partitions"]
             )
-            committed = _retrying(
+            committed = with_retries(
                 f"reading the offsets of group {self.group_id}",
                 lambda: admin.list_group_offsets({self.group_id: tps}),
                 deadline,
             ).get(self.group_id, {})
-            return _offsets_table(admin, self.group_id, tps, committed, deadline)
+            return offsets_table(admin, self.group_id, tps, committed, deadline)
         except BaseException:
             self.close()  # a fresh client next time: this one may be wedged
             raise

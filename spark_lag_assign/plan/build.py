@@ -242,7 +242,7 @@ def _seconds(value: float) -> float | None:
 def _add_times(doc: Plan, assigned: pd.DataFrame, rates: Rates) -> None:
     """(``assigned``: sorted by consumer, topic, partition.) Per consumer and partition, and for the group: the time to drain under the fluid model
     of ``spark_lag_assign.core.draintime`` (null where a read rate is unknown, or it never drains)."""
-    from spark_lag_assign.core.draintime import _drain_partitions
+    from spark_lag_assign.core.draintime import drain_partitions
     from spark_lag_assign.core.rates import align_produce, drain_seconds
 
     rows = assigned  # sorted by consumer, topic, partition
@@ -275,7 +275,7 @@ def _add_times(doc: Plan, assigned: pd.DataFrame, rates: Rates) -> None:
         elif slowest is not None:
             slowest = max(slowest, t)
         if e - s <= REPLAY_LIMIT or not produce[s:e].any():
-            done, _ = _drain_partitions(lag[s:e], produce[s:e], rate)
+            done, _ = drain_partitions(lag[s:e], produce[s:e], rate)
         else:  # the exact replay costs O(n^2) here: every partition has caught up when its consumer has
             done = np.full(e - s, t)
         by_topic: dict[str, dict[str, float | None]] = {}

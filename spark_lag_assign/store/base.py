@@ -90,7 +90,7 @@ class ClaimFencedError(FencedError):
     """A newer incarnation of this consumer took its id over: stop reading, write nothing."""
 
 
-def _now() -> str:
+def utc_stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -148,7 +148,7 @@ class ClaimRecord:
                 "committed": {t: dict(ps) for t, ps in self.committed.items()},
                 "host": self.host or socket.gethostname(),
                 "pid": self.pid or os.getpid(),
-                "written": self.written or _now(),
+                "written": self.written or utc_stamp(),
             },
             sort_keys=True,
         )
@@ -184,7 +184,7 @@ class ClaimRecord:
             committed={str(t): {str(p): int(o) for p, o in ps.items()} for t, ps in (committed or {}).items()},
             host=socket.gethostname(),
             pid=os.getpid(),
-            written=_now(),
+            written=utc_stamp(),
         )
 
     @classmethod
@@ -385,7 +385,7 @@ class Store(ABC):
         deadline = time.monotonic() + timeout
         while True:
             now = self.claims()
-            if _versions(now) != _versions(after) or time.monotonic() >= deadline:
+            if claim_versions(now) != claim_versions(after) or time.monotonic() >= deadline:
                 return now
             time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
 
@@ -399,7 +399,7 @@ class Store(ABC):
         self.close()
 
 
-def _versions(claims: Claims) -> dict[str, object]:
+def claim_versions(claims: Claims) -> dict[str, object]:
     return {c: (r.version if isinstance(r, ClaimRecord) else r) for c, r in claims.items()}
 
 

@@ -102,9 +102,9 @@ from spark_lag_assign.store.base import (
     Store,
     StoreError,
     StoreNotAuthorizedError,
-    _versions,
+    claim_versions,
 )
-from spark_lag_assign.store.kafka_log import _ClaimsView, _PlansView
+from spark_lag_assign.store.kafka_log import ClaimsView, PlansView
 from spark_lag_assign.store.kafka_names import (
     BATCH_BYTES,
     MAX_MESSAGE_BYTES,
@@ -118,7 +118,7 @@ from spark_lag_assign.store.kafka_names import (
     planner_transactional_id,
     plans_topic,
 )
-from spark_lag_assign.store.kafka_writers import _close_quietly, _KafkaClaimWriter, _KafkaPublisher
+from spark_lag_assign.store.kafka_writers import KafkaClaimWriter, KafkaPublisher, close_quietly
 
 log = logging.getLogger(__name__)
 
@@ -163,8 +163,8 @@ class KafkaStore(Store):
         self._closed = False
         self._roles: weakref.WeakSet[Any] = weakref.WeakSet()
         self._ensure_topics([self.plans_topic])
-        self._plans = _PlansView(self, self.plans_topic)
-        self._claims = _ClaimsView(self)
+        self._plans = PlansView(self, self.plans_topic)
+        self._claims = ClaimsView(self)
 
     # -- clients and errors
 
@@ -199,10 +199,10 @@ class KafkaStore(Store):
             return refused
         text = f"{type(exc).__name__} {exc}"
         if "NoBrokersAvailable" in text or "bootstrap" in text.lower():  # never connected: say why
-            from spark_lag_assign.extract.offsets import _diagnose
+            from spark_lag_assign.extract.offsets import diagnose
 
             return StoreError(
-                f"store {self.uri}: {doing}: {_diagnose(self.bootstrap_servers, self.client_options, exc, self.timeout_ms)}"
+                f"store {self.uri}: {doing}: {diagnose(self.bootstrap_servers, self.client_options, exc, self.timeout_ms)}"
             )
         return StoreError(f"store {self.uri}: {doing}: {one_line(exc)}")
 
@@ -343,7 +343,7 @@ class KafkaStore(Store):
         try:
             producer.init_transactions()
         except KafkaError as exc:
-            _close_quietly(producer)
+            close_quietly(producer)
             raise self._error(
                 f"taking the transactional id {transactional_id}", exc, [Acl("WRITE", "TransactionalId", transactional_id)]
             ) from None
@@ -401,7 +401,7 @@ class KafkaStore(Store):
 
     def publisher(self) -> Publisher:
         self._check_open()
-        publisher = _KafkaPublisher(self)
+        publisher = KafkaPublisher(self)
         self._roles.add(publisher)
         return publisher
 
@@ -409,7 +409,7 @@ class KafkaStore(Store):
 
     def claim_writer(self, consumer: str) -> ClaimWriter:
         self._check_open()
-        writer = _KafkaClaimWriter(self, consumer)
+        writer = KafkaClaimWriter(self, consumer)
         self._roles.add(writer)
         return writer
 
@@ -430,13 +430,13 @@ class KafkaStore(Store):
     def wait_for_claims(self, after: Claims, timeout: float) -> Claims:
         """A long poll, like ``wait_for_plan``."""
         deadline = time.monotonic() + max(0.0, timeout)
-        before = _versions(after)
+        before = claim_versions(after)
         with self._claims.log.lock:
             while True:
                 self._sync_claims()
                 now = self._claims.claims()
                 remaining = deadline - time.monotonic()
-                if _versions(now) != before or remaining <= 0:
+                if claim_versions(now) != before or remaining <= 0:
                     return now
                 self._claims.log.poll(remaining)
 

@@ -22,14 +22,14 @@ from spark_lag_assign.store.base import (
 )
 from spark_lag_assign.store.kafka_names import (
     MANIFEST_FORMAT,
-    _consumer_of,
-    _digest,
-    _generation_of,
     claims_prefix,
     claims_topic,
     consumer_key,
     header_key,
     manifest_key,
+    record_consumer,
+    record_generation,
+    records_digest,
 )
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ class _TopicLog:
                     self._consumer = None
 
 
-class _PlansView:
+class PlansView:
     """The plans topic as read so far: every live key by generation, verified lazily."""
 
     def __init__(self, store: KafkaStore, topic: str) -> None:
@@ -227,11 +227,11 @@ class _PlansView:
             key = record.key.decode() if record.key is not None else None
         except UnicodeDecodeError:
             key = None
-        generation = _generation_of(key) if key else None
+        generation = record_generation(key) if key else None
         if key is None or generation is None:
             log.warning("%s: ignoring a record at offset %d with a foreign key %r", self.topic, record.offset, record.key)
             return
-        consumer = _consumer_of(key)
+        consumer = record_consumer(key)
         if consumer is not None:
             self.consumers.add(consumer)
         self.highest = max(self.highest, generation)
@@ -268,7 +268,7 @@ class _PlansView:
         if missing:
             raise ValueError(f"{len(missing)} of {len(keys)} records missing (first {missing[0]})")
         values = [kept[k] for k in keys]
-        if verify and _digest(zip(keys, values)) != manifest["sha256"]:
+        if verify and records_digest(zip(keys, values)) != manifest["sha256"]:
             raise ValueError("checksum mismatch: a record was overwritten")
         plan = parse_plan_parts(
             b"".join(values[: int(manifest["plan"])]),
@@ -331,7 +331,7 @@ class _PlansView:
         return [k for g in sorted(self.records) if g < generation for k in self.records[g]]
 
 
-class _ClaimsView:
+class ClaimsView:
     """The claims topics as read so far: each consumer's newest value and where it was."""
 
     def __init__(self, store: KafkaStore) -> None:

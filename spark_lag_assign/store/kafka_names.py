@@ -12,7 +12,7 @@ from typing import Any
 from spark_lag_assign.plan.build import Plan, compact_json
 from spark_lag_assign.store.base import (
     StoreError,
-    _now,
+    utc_stamp,
 )
 
 #: largest value of one plan record; well under the ~1 MB a broker accepts by default
@@ -65,14 +65,14 @@ def consumer_key(generation: int, consumer: str, chunk: int) -> str:
     return f"{generation_prefix(generation)}c/{consumer}/{chunk:04d}"
 
 
-def _generation_of(key: str) -> int | None:
+def record_generation(key: str) -> int | None:
     parts = key.split("/", 2)
     if len(parts) == 3 and parts[0] == "g" and len(parts[1]) == 10 and parts[1].isdigit():
         return int(parts[1])
     return None
 
 
-def _consumer_of(key: str) -> str | None:
+def record_consumer(key: str) -> str | None:
     """The consumer a plan record's key names (``g/<generation>/c/<consumer>/<chunk>``), if any."""
     parts = key.split("/")
     return parts[3] if len(parts) == 5 and parts[2] == "c" else None
@@ -82,7 +82,7 @@ def _chunks(data: bytes) -> list[bytes]:
     return [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
 
 
-def _digest(records: Iterable[tuple[str, bytes]]) -> str:
+def records_digest(records: Iterable[tuple[str, bytes]]) -> str:
     """sha256 over (key, value) pairs, each length-prefixed so that no two layouts collide."""
     h = hashlib.sha256()
     for key, value in records:
@@ -114,10 +114,10 @@ def encode_plan(plan: Plan) -> tuple[list[tuple[str, bytes]], tuple[str, bytes]]
         "plan": len(header_chunks),
         "consumers": listed,
         "records": len(records),
-        "sha256": _digest(records),
+        "sha256": records_digest(records),
         "host": socket.gethostname(),
         "pid": os.getpid(),
-        "written": _now(),
+        "written": utc_stamp(),
     }
     value = _dumps(manifest)
     if len(value) > CHUNK_BYTES:

@@ -45,14 +45,14 @@ def _is_fenced(exc: BaseException) -> bool:
     return any(name in text for name in _FENCED)
 
 
-def _close_quietly(producer: Any) -> None:
+def close_quietly(producer: Any) -> None:
     try:
         producer.close(timeout=5)
     except Exception:
         log.debug("closing a producer failed", exc_info=True)
 
 
-class _KafkaPublisher(Publisher):
+class KafkaPublisher(Publisher):
     """The planner's role: the planner's transactional id, taken before reading the plans."""
 
     def __init__(self, store: KafkaStore) -> None:
@@ -123,10 +123,10 @@ class _KafkaPublisher(Publisher):
     def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            _close_quietly(producer)
+            close_quietly(producer)
 
 
-class _KafkaClaimWriter(ClaimWriter):
+class KafkaClaimWriter(ClaimWriter):
     """One consumer id's claims, under the id's own transactional id."""
 
     def __init__(self, store: KafkaStore, consumer: str) -> None:
@@ -196,4 +196,4 @@ class _KafkaClaimWriter(ClaimWriter):
     def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            _close_quietly(producer)
+            close_quietly(producer)

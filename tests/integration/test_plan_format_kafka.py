@@ -14,7 +14,7 @@ import pytest
 
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
-from spark_lag_assign.store.kafka_names import _digest, consumer_key, encode_plan, plans_topic
+from spark_lag_assign.store.kafka_names import consumer_key, encode_plan, plans_topic, records_digest
 from spark_lag_assign.testing.localkafka import LocalKafka
 
 SUBS = {"C0": ["t0"], "C1": ["t0"]}
@@ -33,7 +33,7 @@ def forge(bootstrap: str, name: str, generation: int, c1_entry: bytes) -> None:
     records, (manifest_key, manifest_value) = encode_plan(make(generation))
     records = [(k, c1_entry if k == consumer_key(generation, "C1", 0) else v) for k, v in records]
     manifest = json.loads(manifest_value)
-    manifest["sha256"] = _digest(records)
+    manifest["sha256"] = records_digest(records)
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=False)
     try:
         plans = plans_topic(name)

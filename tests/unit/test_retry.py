@@ -98,12 +98,12 @@ def test_a_deadline_already_past_allows_one_attempt() -> None:
 
 
 def test_reading_offsets_gives_up_with_one_line_naming_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the same policy under offsets._retrying, given the fake clock
+    # the same policy under offsets.with_retries, given the fake clock
     fake = FakeTime()
     monkeypatch.setattr(retry, "until", _with_defaults(retry.until, clock=fake.clock, sleep=fake.sleep))
     failing = Flaky(fake, [CoordinatorLoadInProgressError("loading\nthe group")] * 100)
     with pytest.raises(KafkaReadError) as raised:
-        offsets._retrying("listing topics", failing, fake.now + 1.0)
+        offsets.with_retries("listing topics", failing, fake.now + 1.0)
     assert "\n" not in str(raised.value)
     assert str(raised.value).startswith("listing topics: ")
     assert fake.now == pytest.approx(1001.0)
@@ -111,7 +111,7 @@ def test_reading_offsets_gives_up_with_one_line_naming_the_step(monkeypatch: pyt
     refused = Flaky(fake, [GroupAuthorizationFailedError("not yours")])
     needed = [Acl("DESCRIBE", "Group", "g")]
     with pytest.raises(ReadNotAuthorizedError) as denied:
-        offsets._retrying("describing the group", refused, fake.now + 100.0, needed)
+        offsets.with_retries("describing the group", refused, fake.now + 100.0, needed)
     assert isinstance(denied.value, KafkaReadError)
     assert str(denied.value) == "describing the group: not authorized: grant DESCRIBE on Group:g (literal) to this principal"
     assert len(refused.calls) == 1  # never retried
