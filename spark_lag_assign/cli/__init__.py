@@ -110,22 +110,44 @@ def plan_settings(args: argparse.Namespace) -> Any:
     )
 
 
+def metrics_targets(args: argparse.Namespace) -> argparse.Namespace:
+    """Where a run whose settings failed to validate sends its metrics: ``metrics_file``,
+    ``pushgateway`` and ``output`` (the Pushgateway group's store) from the command line, the
+    environment and the config file, as far as those layers still read; where they do not
+    (the config file itself is the problem), from the command line alone."""
+    from spark_lag_assign import config
+
+    given = {"metrics_file": args.metrics_file, "pushgateway": args.pushgateway, "output": args.output}
+    try:
+        merged = config.merge(args.config, None, given)
+        found = {k: merged.get(k) for k in given}
+    except SparkLagAssignError:
+        found = given
+    return argparse.Namespace(**{k: None if v is None else str(v) for k, v in found.items()})
+
+
 def cmd_plan(args: argparse.Namespace, session_factory: SessionFactory) -> int:
     from spark_lag_assign.plan import report
     from spark_lag_assign.spark import job
     from spark_lag_assign.store import parse_uri
-    settings = plan_settings(args)
-    if settings.rates is not None:  # a bad rates file fails before Spark starts
-        from spark_lag_assign.core import rates as rates_io
 
-        rates_io.configured_rates(settings.consumers, None, rates_io.read_rates_file(settings.rates))
-    spark: Any = SessionOnFirstUse(lambda: session_factory(settings.spark, args.master))
-    if parse_uri(settings.output).scheme not in ("file", "kafka"):
-        # a Hadoop store opens its file system through the session's Hadoop configuration
-        # (spark.hadoop.* settings, Kerberos): Spark must be up before the store is opened
-        spark.sparkContext  # noqa: B018
     metrics = PlannerMetrics()
     try:
+        settings = plan_settings(args)
+    except BaseException as exc:  # a failed run too: outcome failed, reason config
+        metrics.record_outcome(*run_outcome(exc))
+        _emit_metrics(metrics, metrics_targets(args))
+        raise
+    try:
+        if settings.rates is not None:  # a bad rates file fails before Spark starts
+            from spark_lag_assign.core import rates as rates_io
+
+            rates_io.configured_rates(settings.consumers, None, rates_io.read_rates_file(settings.rates))
+        spark: Any = SessionOnFirstUse(lambda: session_factory(settings.spark, args.master))
+        if parse_uri(settings.output).scheme not in ("file", "kafka"):
+            # a Hadoop store opens its file system through the session's Hadoop configuration
+            # (spark.hadoop.* settings, Kerberos): Spark must be up before the store is opened
+            spark.sparkContext  # noqa: B018
         result = job.run(settings, spark, metrics)
     except BaseException as exc:
         metrics.record_outcome(*run_outcome(exc))
@@ -187,8 +209,9 @@ def run_outcome(exc: BaseException) -> tuple[str, str]:
 
 
 def _emit_metrics(metrics: PlannerMetrics, settings: Any) -> None:
-    """The run's metrics to the textfile and the Pushgateway it was given; a failure is one
-    warning line: metrics never block or undo a plan."""
+    """The run's metrics to the textfile and the Pushgateway it was given (``settings``: the
+    run's, or ``metrics_targets``' where they failed); a failure is one warning line: metrics
+    never block or undo a plan."""
     if settings.metrics_file:
         try:
             metrics.write_textfile(settings.metrics_file)
@@ -199,6 +222,8 @@ def _emit_metrics(metrics: PlannerMetrics, settings: Any) -> None:
         from spark_lag_assign.store import parse_uri
 
         try:
+            if not settings.output:  # the group's store: a run whose settings failed may name none
+                raise ConfigError("no store to group them by (--output)")
             metrics.push(settings.pushgateway, PUSH_JOB, parse_uri(settings.output).uri)
         except Exception as exc:  # noqa: BLE001 - urllib's and the client's errors alike: one line
             print(
@@ -404,7 +429,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if settings.drain_within is not None:
         from spark_lag_assign.sizing import size
 
-        answer = size(lags, subs, read_rates, settings.drain_within, produce, settings.pinned)
+        # sized as drain plans here: from the --previous plan, with drain's options
+        drain_options = {k: v for k, v in settings.strategies.get("drain", {}).items() if k in ("margin", "max_swaps")}
+        answer = size(lags, subs, read_rates, settings.drain_within, produce, settings.pinned, previous=previous, **drain_options)
         print("\n" + answer.describe())
     return 0
 

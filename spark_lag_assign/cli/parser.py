@@ -5,15 +5,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from spark_lag_assign import __version__
 from spark_lag_assign.errors import ConfigError
 
+#: flags whose value may look like a negative number: argparse would take "-5m" for a flag
+NEGATIVE_VALUED = ("--drain-within",)
+
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage mistake reported in one line (exit status 2, as argparse's)."""
+    """argparse, with a usage mistake reported in one line (exit status 2, as argparse's), and
+    ``--drain-within -5m`` read as ``--drain-within=-5m``, so that a negative deadline reaches
+    the deadline's own check (one line, exit 1), not argparse's "expected one argument"."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        words = list(sys.argv[1:] if args is None else args)
+        joined: list[str] = []
+        for word in words:
+            if joined and joined[-1] in NEGATIVE_VALUED and re.match(r"-\.?\d", word):
+                joined[-1] = f"{joined[-1]}={word}"
+            else:
+                joined.append(word)
+        return super().parse_known_args(joined, namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"spark-lag-assign: error: {' '.join(message.split())} (see {self.prog} --help)\n")

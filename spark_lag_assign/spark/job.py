@@ -221,25 +221,24 @@ def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
         topics = _topics(offsets)
         subscriptions = validate_subscriptions(settings.resolved_subscriptions(topics[0]))
         rates = measured_rates(settings, list(subscriptions), current, observed, earlier)
+        # the rates drain plans with: a pipeline without one at the median of the whole group's
+        # (sizing's too, so that the sized plan is planned with the rates it was sized with)
+        known = rates_io.filled(rates, list(subscriptions))
         sizing = None
         if settings.drain_within is not None:
             with timings.phase("sizing"):
-                sizing = _size(settings, offsets, subscriptions, rates)
+                sizing = _size(settings, offsets, subscriptions, known, previous)
             if settings.size_to_deadline and sizing is not None:
                 if sizing.needed is None:
                     log.warning("size_to_deadline: no number of pipelines drains in time; every configured one is planned")
                 else:  # the plan for the pipelines the deadline needs: the others are left out of it
                     keep = set(sizing.pipelines)
                     subscriptions = validate_subscriptions({c: ts for c, ts in subscriptions.items() if c in keep})
-                    rates = replace(
-                        rates,
-                        read={c: r for c, r in rates.read.items() if c in keep},
-                        read_source={c: r for c, r in rates.read_source.items() if c in keep},
-                    )
+                    rates, known = _only(rates, keep), _only(known, keep)
         for note in rates.notes:
             log.warning("rates: %s", note)
-        if settings.strategy == "drain" and rates.read:
-            options = {**settings.options, **rates_io.filled(rates, list(subscriptions)).options()}
+        if settings.strategy == "drain" and known.read:
+            options = {**settings.options, **known.options()}
             rows = plan_rows(spark, offsets, subscriptions, replace(settings, options=options), previous, timings, topics)
         else:
             rows = plan_rows(spark, offsets, subscriptions, settings, previous, timings, topics)
@@ -275,14 +274,30 @@ def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
     return Result(doc, where, quality, out_of_range, timings, rates, sizing)
 
 
+def _only(rates: rates_io.Rates, keep: set[str]) -> rates_io.Rates:
+    """``rates`` of the pipelines ``keep`` alone."""
+    return replace(
+        rates,
+        read={c: r for c, r in rates.read.items() if c in keep},
+        read_source={c: r for c, r in rates.read_source.items() if c in keep},
+    )
+
+
 def _size(
-    settings: Settings, offsets: pd.DataFrame, subscriptions: Mapping[str, list[str]], rates: rates_io.Rates
+    settings: Settings,
+    offsets: pd.DataFrame,
+    subscriptions: Mapping[str, list[str]],
+    known: rates_io.Rates,
+    previous: pd.DataFrame | None,
 ) -> Sizing | None:
     """``--drain-within``: the fewest pipelines whose drain plan meets the deadline, from the
-    run's rates (a pipeline without one counts at the median of the others); None, with a
-    warning, where no read rate is known at all (a first live run measures none yet)."""
+    run's rates (``known``: ``rates_io.filled``, a pipeline without one at the median of the
+    others); None, with a warning, where no read rate is known at all (a first live run
+    measures none yet). Each size is planned as ``--size-to-deadline`` publishes it: from the
+    ``previous`` plan, with the run's drain options and rates (drain keeps previous owners
+    unless it finds a plan ``margin`` sooner, so a plan sized from scratch could be published
+    later than sizing said)."""
     assert settings.drain_within is not None
-    known = rates_io.filled(rates, list(subscriptions))
     if not known.read:
         log.warning("drain_within: no read rate known (give rate or rates, or plan again to measure them): not sized")
         return None
@@ -290,7 +305,9 @@ def _size(
     lags = pd.DataFrame({"topic": offsets["topic"], "partition": offsets["partition"], "lag": rules["lag"]})
     produce = known.options().get("produce_rates")
     drain_options = {k: v for k, v in settings.options.items() if k in ("margin", "max_swaps")}
-    return size(lags, subscriptions, known.read, settings.drain_within, produce, settings.pinned, **drain_options)
+    return size(
+        lags, subscriptions, known.read, settings.drain_within, produce, settings.pinned, previous=previous, **drain_options
+    )
 
 
 def measured_rates(

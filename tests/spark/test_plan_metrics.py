@@ -188,12 +188,83 @@ def test_drain_within_sizes_the_group_and_size_to_deadline_publishes_that_plan(s
     ("deadline", "said"),
     [("-5m", "is negative"), ("soon", "is not a duration"), ("0s", "more than zero"), ("1h30", "is not a duration")],
 )
-def test_a_bad_deadline_is_one_line(spark: Any, capsys: Any, tmp_path: Path, deadline: str, said: str) -> None:
+def test_a_bad_deadline_is_one_line(spark: Any, capsys: Any, tmp_path: Path, gateway: Any, deadline: str, said: str) -> None:
+    """Either spelling (``--drain-within -5m`` too: argparse must not take it for a flag), and
+    the failed run's metrics are written and pushed all the same: failed, reason config."""
+    url, pushes = gateway
     snapshot = offsets_io.write_snapshot(NOW, tmp_path / "now.csv")
-    code, _, err = run(
-        spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a,b", "--rate", "10",
-        "--output", str(tmp_path / "plans"), f"--drain-within={deadline}",
+    prom = tmp_path / "planner.prom"
+    for spelling in ([f"--drain-within={deadline}"], ["--drain-within", deadline]):
+        prom.unlink(missing_ok=True)
+        pushes.clear()
+        code, _, err = run(
+            spark, capsys, "plan", "--offsets", str(snapshot), "--consumers", "a,b", "--rate", "10",
+            "--output", str(tmp_path / "plans"), *spelling, "--metrics-file", str(prom), "--pushgateway", url,
+        )  # fmt: skip
+        assert code == 1 and len(err.splitlines()) == 1, (spelling, err)
+        assert err.startswith("spark-lag-assign: error: --drain-within: ") and said in err
+        assert not (tmp_path / "plans").exists() or not list((tmp_path / "plans").rglob("plan.json"))
+        got = samples(prom.read_text())
+        assert got[("spark_lag_assign_plan_outcome", (("outcome", "failed"), ("reason", "config")))] == 1
+        outcomes = [k for k in got if k[0] == "spark_lag_assign_plan_outcome"]
+        assert len(outcomes) == 1 and got[("spark_lag_assign_plan_generation", ())] == 0
+        assert len(pushes) == 1 and comparable(samples(pushes[0][2])) == comparable(got)
+
+
+def test_settings_that_fail_still_write_the_metrics_file_the_config_names(tmp_path: Path, capsys: Any) -> None:
+    """The settings are refused (a pinned pipeline not in the group): the metrics file of the
+    config file is written; where the config file itself does not read, --metrics-file still is."""
+    snapshot = offsets_io.write_snapshot(NOW, tmp_path / "now.csv")
+    prom = tmp_path / "planner.prom"
+    conf = tmp_path / "planner.toml"
+    conf.write_text(f'[plan]\nmetrics_file = "{prom}"\ndrain_within = "45m"\npinned = ["z"]\n')
+    args = ["plan", "--config", str(conf), "--offsets", str(snapshot), "--consumers", "a,b", "--output", str(tmp_path / "p")]
+    assert cli.main(args) == 1
+    said = f"spark-lag-assign: error: {conf}: [plan] pinned: pinned pipeline(s) not in the group: z"
+    assert capsys.readouterr().err.strip() == said
+    failed = ("spark_lag_assign_plan_outcome", (("outcome", "failed"), ("reason", "config")))
+    assert samples(prom.read_text())[failed] == 1
+
+    prom.unlink()
+    conf.write_text(f'[plan]\nmetrics_file = "{prom}"\nseed = "2"\n')  # refused as the file is read
+    other = tmp_path / "given.prom"
+    assert cli.main([*args, "--metrics-file", str(other)]) == 1
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not prom.exists() and samples(other.read_text())[failed] == 1
+
+
+def test_size_to_deadline_sizes_from_the_previous_plan_it_publishes_from(spark: Any, capsys: Any, tmp_path: Path) -> None:
+    """tests/unit/test_sizing.py's case through Spark: the generation before is lag-sticky's plan
+    of the same four pipelines. Sized from scratch, three drain in 71.18 s, but drain keeps the
+    previous owners unless it finds a plan 5% sooner: published, those three took 77.32 s, past
+    the 75 s deadline plan.json said they met. Sized from the previous plan, all four are needed."""
+    lags = [3559, 768, 1912, 1375, 140, 1360, 3598, 3469, 3171, 1814]
+    snapshot = offsets_io.write_snapshot(
+        pd.DataFrame(
+            {
+                "topic": "t0", "partition": range(len(lags)), "beginning_offset": 0, "end_offset": lags,
+                "committed_offset": pd.array([0] * len(lags), dtype="Int64"),
+            }
+        ),
+        tmp_path / "now.csv",
     )  # fmt: skip
-    assert code == 1 and len(err.splitlines()) == 1, err
-    assert err.startswith("spark-lag-assign: error: --drain-within: ") and said in err
-    assert not (tmp_path / "plans").exists() or not list((tmp_path / "plans").rglob("plan.json"))
+    speeds = tmp_path / "rates.csv"
+    speeds.write_text("consumer,records_per_second\nc0,200\nc1,50\nc2,50\nc3,50\n")
+    store, prom = tmp_path / "plans", tmp_path / "planner.prom"
+    common = ["plan", "--offsets", str(snapshot), "--consumers", "c0,c1,c2,c3", "--output", str(store)]
+    assert run(spark, capsys, *common, "--strategy", "lag-sticky")[0] == 0
+    code, out, err = run(
+        spark, capsys, *common, "--rates", str(speeds), "--strategy", "drain", "--drain-within", "75s", "--size-to-deadline",
+        "--metrics-file", str(prom),
+    )  # fmt: skip
+    assert code == 0, err
+    doc = latest(store)
+    # what sizing said is what the published plan does, in plan.json and in the metrics
+    assert doc["drain_seconds"] == doc["sizing"]["drain_seconds_needed"] <= 75
+    assert doc["drain_seconds"] == pytest.approx(68.985)
+    four = ["c0", "c1", "c2", "c3"]
+    assert (doc["generation"], doc["sizing"]["pipelines"], sorted(doc["consumers"])) == (2, four, four)
+    assert "4 pipeline(s) needed (c0, c1, c2, c3)" in out
+    got = samples(prom.read_text())
+    needed = got[("spark_lag_assign_sizing_drain_seconds", (("pipelines", "needed"),))]
+    assert needed == got[("spark_lag_assign_plan_drain_seconds", ())] == pytest.approx(doc["drain_seconds"])
