@@ -331,7 +331,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     Long because it is the whole offline command in order (settings, snapshot, lag, one plan
     per strategy, drain, table, files), each step a call or two; split, the order would hide."""
     from spark_lag_assign import assignors, config
-    from spark_lag_assign.core import draintime as simulate, quality as metrics, rates as rates_io
+    from spark_lag_assign.core import draintime, quality, rates as rates_io
     from spark_lag_assign.core.lag import compute_lag
     from spark_lag_assign.extract import offsets
     from spark_lag_assign.plan import build as plan_io
@@ -356,7 +356,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     produce = None
     if settings.offsets_later is not None and settings.interval is not None:
         later = offsets.read_snapshot(settings.offsets_later)
-        produce = simulate.produce_rates(snapshot, later, settings.interval)
+        produce = draintime.produce_rates(snapshot, later, settings.interval)
         snapshot = later  # the backlog to drain is the newest one
     lags = compute_lag(snapshot, settings.reset).loc[:, ["topic", "partition", "lag"]]
     topics = sorted(lags["topic"].unique())
@@ -395,12 +395,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             chosen.update(read_rates=read_rates, **({"produce_rates": produce} if produce is not None else {}))
         plans[name] = assignors.assign(lags, subs, name, previous=previous, seed=settings.seed, **chosen)
         members[name] = list(subs)
-    drains = {n: simulate.simulate(lags, a, rate, produce, consumers=members[n]) for n, a in plans.items()}
+    drains = {n: draintime.simulate(lags, a, rate, produce, consumers=members[n]) for n, a in plans.items()}
 
     read = {t for ts in subs.values() for t in ts}
     assigned = lags[lags["topic"].isin(read)]
     print(
-        f"simulate: {len(assigned):,} partitions of {len(read & set(topics))} topic(s), lag {metrics.exact_sum(assigned['lag']):,}, "
+        f"simulate: {len(assigned):,} partitions of {len(read & set(topics))} topic(s), lag {quality.exact_sum(assigned['lag']):,}, "
         + (
             f"{len(subs)} consumers reading {rate:,g} msg/s each"
             if not isinstance(rate, dict)
@@ -417,15 +417,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"the current plan names none of {unplanned} partition(s) (created since?): under it nobody reads them")
     for name, d in drains.items():
         print(
-            f"\n{name}: drains in {simulate.duration(d.time_to_drain)}; no plan of this group can beat "
-            f"{simulate.duration(d.lower_bound)}"
+            f"\n{name}: drains in {draintime.duration(d.time_to_drain)}; no plan of this group can beat "
+            f"{draintime.duration(d.lower_bound)}"
         )
-        print(simulate.consumer_table(d, args.limit))
+        print(draintime.consumer_table(d, args.limit))
         if d.never_drains:
             more = f" and {len(d.never_drains) - 10} more" if len(d.never_drains) > 10 else ""
             print(f"never drain (producers append at least as fast as they read): {', '.join(d.never_drains[:10])}{more}")
-    moved = None if previous is None else {n: metrics.moved(a, previous, subs) for n, a in plans.items() if n != "current"}
-    print("\n" + simulate.summary_table(drains, moved))
+    moved = None if previous is None else {n: quality.moved(a, previous, subs) for n, a in plans.items() if n != "current"}
+    print("\n" + draintime.summary_table(drains, moved))
     if settings.drain_within is not None:
         from spark_lag_assign.sizing import size
 

@@ -26,10 +26,11 @@ import pandas as pd
 
 from spark_lag_assign.assignors import validate_subscriptions
 from spark_lag_assign.config import Settings
-from spark_lag_assign.core import quality as metrics, rates as rates_io
+from spark_lag_assign.core import rates as rates_io
 from spark_lag_assign.core.invariants import check_assignment
 from spark_lag_assign.core.lag import lag_columns
 from spark_lag_assign.core.previous import previous_owners
+from spark_lag_assign.core.quality import Quality, quality as measure
 from spark_lag_assign.core.subscriptions import SubscriptionIndex
 from spark_lag_assign.errors import InputError
 from spark_lag_assign.extract import offsets as offsets_io
@@ -62,7 +63,7 @@ class Timings:
 class Result:
     plan: plan_io.Plan
     store: str  # the URI the generation was published to
-    quality: metrics.Quality
+    quality: Quality
     out_of_range: int
     timings: Timings
     rates: rates_io.Rates | None = None
@@ -105,7 +106,7 @@ def plan_rows(
 
     The offsets are on the driver already (validated), and so is the previous plan: each row
     goes to Spark with its previous owner, a join done once here rather than a shuffle in Spark.
-    The lag rules and the assignor run in one applyInPandas stage (``pipeline.plan_partitions``).
+    The lag rules and the assignor run in one applyInPandas stage (``transforms.plan_partitions``).
     ``topics``: the sorted topic names and each offsets row's code into them (``_topics``);
     topics cross Spark as these codes, both ways.
     """
@@ -116,7 +117,7 @@ def plan_rows(
     # the first Spark work of a run, after every check of its input: under spark-submit this
     # pyspark is the cluster's own (SPARK_HOME/python/lib/pyspark.zip), whatever was pip-installed
     sparkcompat.check_supported(pyspark.__version__)
-    from spark_lag_assign.spark import transforms as pipeline
+    from spark_lag_assign.spark import transforms
 
     with tempfile.TemporaryDirectory(prefix="spark-lag-assign-") as scratch:
         with timings.phase("read"):
@@ -132,9 +133,9 @@ def plan_rows(
             df = tuning.to_spark(spark, rows, _input_schema(), Path(scratch))
         with timings.phase("plan"):
             planned = df.transform(
-                pipeline.plan_partitions(subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, names)
+                transforms.plan_partitions(subscriptions, settings.strategy, settings.reset, settings.seed, settings.options, names)
             )
-            out = pipeline.decode_plan(planned.toPandas(), list(subscriptions), names)
+            out = transforms.decode_plan(planned.toPandas(), list(subscriptions), names)
     return out
 
 
@@ -151,9 +152,9 @@ def _input_schema() -> Any:
     """The offsets as they go to Spark: the topic as a code into the sorted topics, the previous owner."""
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    from spark_lag_assign.spark import transforms as pipeline
+    from spark_lag_assign.spark import transforms
 
-    fields = {f.name: f for f in pipeline.OFFSETS_SCHEMA.fields}
+    fields = {f.name: f for f in transforms.OFFSETS_SCHEMA.fields}
     return StructType(
         [
             StructField("topic_code", IntegerType(), False),
@@ -247,7 +248,7 @@ def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
             # the guard of the write: per-topic stages are checked nowhere else, and whatever a
             # stage returned crossed Arrow and Spark's shuffle before it got here
             check_assignment(assigned, rows, subscriptions)
-            quality = metrics.quality(assigned, subscriptions, previous)
+            quality = measure(assigned, subscriptions, previous)
             out_of_range = _out_of_range(offsets)
         with timings.phase("write"):
             doc = plan_io.build_plan(

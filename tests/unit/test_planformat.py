@@ -231,15 +231,15 @@ def test_a_bad_dict_about_to_be_published_is_refused_with_the_same_line_as_its_f
 
 
 def test_a_built_plan_takes_the_whole_array_checks_and_one_in_another_key_order_the_field_checks() -> None:
-    from spark_lag_assign.plan import document as planformat
+    from spark_lag_assign.plan import document
 
     doc = plan_io.build_plan(
         pd.concat([rows(), pd.DataFrame([("C1", "t0", 3, 1, 4)], columns=list(plan_io.PLAN_COLUMNS))]),
         SUBS, generation=1, strategy="lag", reset="latest",
     )  # fmt: skip
-    assert planformat._partitions_consistent(doc)  # the fast path a million-partition plan relies on
+    assert document._partitions_consistent(doc)  # the fast path a million-partition plan relies on
     doc["consumers"]["C1"]["startingOffsets"]["t0"] = dict(reversed(doc["consumers"]["C1"]["startingOffsets"]["t0"].items()))
-    assert not planformat._partitions_consistent(doc)
+    assert not document._partitions_consistent(doc)
     assert check_plan(doc, "p") is doc  # still valid: JSON objects have no order
 
 
@@ -428,7 +428,7 @@ def test_a_follower_started_on_a_store_holding_only_a_malformed_plan_is_one_line
 def test_the_whole_array_checks_find_a_partition_of_two_consumers(
     rows: list[tuple[str, str, int]], topics_reversed: bool
 ) -> None:
-    from spark_lag_assign.plan import document as planformat
+    from spark_lag_assign.plan import document
 
     # each consumer's lists ascending and distinct; the same partition may go to both consumers
     doc = make()
@@ -440,5 +440,5 @@ def test_the_whole_array_checks_find_a_partition_of_two_consumers(
         entry["startingOffsets"] = dict(reversed(starting.items())) if topics_reversed else starting
         entry["partitions"] = sum(map(len, assign.values()))
     shared = {(t, p) for t in ("t0", "t1", "t2") for p in set(held["C0"][t]) & set(held["C1"][t])}
-    assert planformat._partitions_consistent(doc) == (not shared)
-    assert (planformat._consistent(doc) is None) == (not shared)
+    assert document._partitions_consistent(doc) == (not shared)
+    assert (document._consistent(doc) is None) == (not shared)

@@ -2,7 +2,7 @@
 
 The pure path (``assign``'s problem), the Spark job's (``job._previous_owner``, the column
 that goes to Spark) and the DataFrame transform's (``previous_table``, which
-``with_previous_owner`` joins the rows to; ``tests/spark/test_pipeline.py`` runs it in Spark)
+``with_previous_owner`` joins the rows to; ``tests/spark/test_transforms.py`` runs it in Spark)
 must give each partition the same previous owner, and that owner is the one a plain reading
 of the rule gives: the smallest id among the listings of consumers still in the group that
 still subscribe to the topic, with a usable partition number, of a partition that still exists.

@@ -13,11 +13,11 @@ from pyspark.sql import functions as F
 import spark_lag_assign as sla
 from spark_lag_assign import assignors, sparkcompat
 from spark_lag_assign.core.lag import EARLIEST, LATEST
-from spark_lag_assign.spark import transforms as pipeline
+from spark_lag_assign.spark import transforms
 
 
 def offsets_df(spark, rows):  # type: ignore[no-untyped-def]
-    return spark.createDataFrame(rows, schema=pipeline.OFFSETS_SCHEMA)
+    return spark.createDataFrame(rows, schema=transforms.OFFSETS_SCHEMA)
 
 
 def test_with_lag_applies_every_rule(spark) -> None:  # type: ignore[no-untyped-def]
@@ -28,7 +28,7 @@ def test_with_lag_applies_every_rule(spark) -> None:  # type: ignore[no-untyped-
         ("t", 3, 10, 100, 250),  # beyond the end: topic recreated
         ("t", 4, 0, 0, None),  # empty partition
     ]
-    got = offsets_df(spark, rows).transform(pipeline.with_lag("earliest"))
+    got = offsets_df(spark, rows).transform(transforms.with_lag("earliest"))
     expected = spark.createDataFrame(
         [
             ("t", 0, 10, 100, 40, 60, 40, False, 40),
@@ -37,14 +37,14 @@ def test_with_lag_applies_every_rule(spark) -> None:  # type: ignore[no-untyped-
             ("t", 3, 10, 100, 250, 90, 10, True, EARLIEST),
             ("t", 4, 0, 0, None, 0, 0, False, EARLIEST),
         ],
-        schema=pipeline.LAGS_SCHEMA,
+        schema=transforms.LAGS_SCHEMA,
     )
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_with_lag_latest_gives_no_lag_without_a_commit(spark) -> None:  # type: ignore[no-untyped-def]
-    got = offsets_df(spark, [("t", 0, 10, 100, None)]).transform(pipeline.with_lag("latest"))
-    expected = spark.createDataFrame([("t", 0, 10, 100, None, 0, 100, False, LATEST)], schema=pipeline.LAGS_SCHEMA)
+    got = offsets_df(spark, [("t", 0, 10, 100, None)]).transform(transforms.with_lag("latest"))
+    expected = spark.createDataFrame([("t", 0, 10, 100, None, 0, 100, False, LATEST)], schema=transforms.LAGS_SCHEMA)
     assert_df_equality(got, expected, ignore_nullable=True)
 
 
@@ -66,8 +66,8 @@ def test_with_lag_in_spark_equals_compute_lag_in_pandas(spark) -> None:  # type:
     for reset in ("earliest", "latest"):
         want = sla.compute_lag(frame, reset).sort_values(["topic", "partition"]).reset_index(drop=True)
         got = (
-            spark.createDataFrame(frame.astype({"partition": "int32"}), schema=pipeline.OFFSETS_SCHEMA)
-            .transform(pipeline.with_lag(reset))
+            spark.createDataFrame(frame.astype({"partition": "int32"}), schema=transforms.OFFSETS_SCHEMA)
+            .transform(transforms.with_lag(reset))
             .toPandas()
             .sort_values(["topic", "partition"])
             .reset_index(drop=True)
@@ -88,20 +88,20 @@ def lags_df(spark, rows):  # type: ignore[no-untyped-def]
 
 def test_assign_partitions_seed_000_per_topic(spark) -> None:  # type: ignore[no-untyped-def]
     lags = lags_df(spark, [("t0", 0, 100_000), ("t0", 1, 50_000), ("t0", 2, 60_000)])
-    got = lags.transform(pipeline.assign_partitions({"C0": ["t0"], "C1": ["t0"]}, "lag"))
+    got = lags.transform(transforms.assign_partitions({"C0": ["t0"], "C1": ["t0"]}, "lag"))
     expected = spark.createDataFrame(
         [("C0", "t0", 0, 100_000, 1000), ("C1", "t0", 1, 50_000, 1000), ("C1", "t0", 2, 60_000, 1000)],
-        schema=pipeline.PLAN_SCHEMA,
+        schema=transforms.PLAN_SCHEMA,
     )
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_a_topic_nobody_subscribes_to_stays_unassigned(spark) -> None:  # type: ignore[no-untyped-def]
     lags = lags_df(spark, [("t0", 0, 5), ("lonely", 0, 7), ("lonely", 1, 9)])
-    got = lags.transform(pipeline.assign_partitions({"C0": ["t0"]}, "range"))
+    got = lags.transform(transforms.assign_partitions({"C0": ["t0"]}, "range"))
     expected = spark.createDataFrame(
         [("C0", "t0", 0, 5, 1000), (None, "lonely", 0, 7, 1000), (None, "lonely", 1, 9, 1000)],
-        schema=pipeline.PLAN_SCHEMA,
+        schema=transforms.PLAN_SCHEMA,
     )
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 
@@ -129,10 +129,10 @@ def test_spark_plan_equals_the_pure_plan(spark, strategy: str) -> None:  # type:
     want = sla.assign(lags, subs, strategy, previous=previous, seed=3)
     frame = lags.assign(starting_offset=0)
     df = spark.createDataFrame(frame, schema="topic string, partition int, lag long, starting_offset long")
-    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=transforms.PREVIOUS_SCHEMA)
     got = (
-        df.transform(pipeline.with_previous_owner(prev_df, subs))
-        .transform(pipeline.assign_partitions(subs, strategy, seed=3))
+        df.transform(transforms.with_previous_owner(prev_df, subs))
+        .transform(transforms.assign_partitions(subs, strategy, seed=3))
         .where("consumer is not null")
         .select("consumer", "topic", "partition", "lag")
     )
@@ -176,10 +176,10 @@ def test_a_partition_listed_twice_in_the_previous_plan_is_the_smallest_ids_on_bo
     df = spark.createDataFrame(
         lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long"
     )
-    with_prev = df.transform(pipeline.with_previous_owner(spark.createDataFrame(twice, schema=pipeline.PREVIOUS_SCHEMA), subs))
+    with_prev = df.transform(transforms.with_previous_owner(spark.createDataFrame(twice, schema=transforms.PREVIOUS_SCHEMA), subs))
     owner = with_prev.where((F.col("topic") == str(first["topic"])) & (F.col("partition") == int(first["partition"])))
     assert [r["previous_owner"] for r in owner.collect()] == [min(others[0], str(first["consumer"]))]
-    got = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=3)).where("consumer is not null")
+    got = with_prev.transform(transforms.assign_partitions(subs, strategy, seed=3)).where("consumer is not null")
     expected = spark.createDataFrame(want, schema="consumer string, topic string, partition int, lag long")
     assert_df_equality(got.select("consumer", "topic", "partition", "lag"), expected, ignore_row_order=True, ignore_nullable=True)
 
@@ -220,7 +220,7 @@ def test_with_previous_owner_reads_a_stale_previous_plan_as_the_pure_path(spark,
     assert any(want.values()) and not all(want.values())
     prev_df = spark.createDataFrame(previous, schema="consumer string, topic string, partition long")
     df = spark.createDataFrame(rows, schema="topic string, partition int, lag long")
-    got = df.transform(pipeline.with_previous_owner(prev_df, subs)).collect()
+    got = df.transform(transforms.with_previous_owner(prev_df, subs)).collect()
     assert {(r["topic"], r["partition"]): r["previous_owner"] for r in got} == want
     assert len(got) == len(rows)
 
@@ -229,7 +229,7 @@ def test_with_previous_owner_reads_a_stale_previous_plan_as_the_pure_path(spark,
 def test_many_topics_share_a_bucket_and_still_get_the_pure_plan(spark, strategy: str) -> None:  # type: ignore[no-untyped-def]
     # more topics than buckets: each applyInPandas group runs the assignor for several topics
     rng = np.random.default_rng(5)
-    n_topics = 3 * pipeline.TOPIC_BUCKETS
+    n_topics = 3 * transforms.TOPIC_BUCKETS
     rows = [(f"t{t:03d}", p, int(rng.integers(0, 10_000))) for t in range(n_topics) for p in range(int(rng.integers(1, 6)))]
     lags = pd.DataFrame(rows, columns=["topic", "partition", "lag"])
     topics = sorted(set(lags["topic"]))
@@ -239,10 +239,10 @@ def test_many_topics_share_a_bucket_and_still_get_the_pure_plan(spark, strategy:
     df = spark.createDataFrame(
         lags.assign(starting_offset=0), schema="topic string, partition int, lag long, starting_offset long"
     )
-    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=transforms.PREVIOUS_SCHEMA)
     got = (
-        df.transform(pipeline.with_previous_owner(prev_df, subs))
-        .transform(pipeline.assign_partitions(subs, strategy, seed=2))
+        df.transform(transforms.with_previous_owner(prev_df, subs))
+        .transform(transforms.assign_partitions(subs, strategy, seed=2))
         .select("consumer", "topic", "partition", "lag")
     )
     unread = sorted(set(topics) - {t for ts in subs.values() for t in ts})
@@ -264,14 +264,14 @@ def test_coded_rows_decode_to_the_named_rows(spark, strategy: str) -> None:  # t
     df = spark.createDataFrame(
         lags.assign(starting_offset=7), schema="topic string, partition int, lag long, starting_offset long"
     )
-    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
-    with_prev = df.transform(pipeline.with_previous_owner(prev_df, subs))
-    named = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=1))
-    coded = with_prev.transform(pipeline.assign_partitions(subs, strategy, seed=1, topics=topics))
-    assert coded.schema == pipeline.PLAN_CODES_SCHEMA
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=transforms.PREVIOUS_SCHEMA)
+    with_prev = df.transform(transforms.with_previous_owner(prev_df, subs))
+    named = with_prev.transform(transforms.assign_partitions(subs, strategy, seed=1))
+    coded = with_prev.transform(transforms.assign_partitions(subs, strategy, seed=1, topics=topics))
+    assert coded.schema == transforms.PLAN_CODES_SCHEMA
     rows = coded.toPandas()
     assert rows["consumer_code"].min() == -1  # the unread topic's partition
-    decoded = spark.createDataFrame(pipeline.decode_plan(rows, list(subs), topics), schema=pipeline.PLAN_SCHEMA)
+    decoded = spark.createDataFrame(transforms.decode_plan(rows, list(subs), topics), schema=transforms.PLAN_SCHEMA)
     assert_df_equality(decoded, named, ignore_row_order=True, ignore_nullable=True)
 
 
@@ -281,7 +281,7 @@ def test_plan_partitions_is_with_lag_then_assign_partitions_in_one_stage(spark, 
     # offsets that hit every lag rule, more topics than buckets, a previous plan, a topic nobody reads
     rng = np.random.default_rng(13)
     rows = []
-    for t in range(pipeline.TOPIC_BUCKETS + 9):
+    for t in range(transforms.TOPIC_BUCKETS + 9):
         for p in range(int(rng.integers(1, 5))):
             b = int(rng.integers(0, 100))
             e = b + int(rng.integers(0, 5_000))
@@ -292,16 +292,16 @@ def test_plan_partitions_is_with_lag_then_assign_partitions_in_one_stage(spark, 
     subs = {"a": topics[:-1], "b": topics[:-1:2], "c": topics[: len(topics) // 2]}
     previous = spark.createDataFrame(
         [("b", r[0], r[1]) for r in rows[::3] if r[0] in subs["b"]] + [("a", r[0], r[1]) for r in rows[1::4]],
-        schema=pipeline.PREVIOUS_SCHEMA,
+        schema=transforms.PREVIOUS_SCHEMA,
     )
-    with_prev = offsets.transform(pipeline.with_previous_owner(previous, subs)).cache()
-    two = with_prev.transform(pipeline.with_lag(reset)).transform(
-        pipeline.assign_partitions(subs, strategy, seed=4, topics=topics)
+    with_prev = offsets.transform(transforms.with_previous_owner(previous, subs)).cache()
+    two = with_prev.transform(transforms.with_lag(reset)).transform(
+        transforms.assign_partitions(subs, strategy, seed=4, topics=topics)
     )
-    one = with_prev.transform(pipeline.plan_partitions(subs, strategy, reset, seed=4, topics=topics))
-    assert one.schema == pipeline.PLAN_CODES_SCHEMA
+    one = with_prev.transform(transforms.plan_partitions(subs, strategy, reset, seed=4, topics=topics))
+    assert one.schema == transforms.PLAN_CODES_SCHEMA
     assert one.where("consumer_code = -1").count() == sum(r[0] == topics[-1] for r in rows)  # read by nobody
-    frame = pd.DataFrame(rows, columns=[f.name for f in pipeline.OFFSETS_SCHEMA.fields]).astype({"committed_offset": "Int64"})
+    frame = pd.DataFrame(rows, columns=[f.name for f in transforms.OFFSETS_SCHEMA.fields]).astype({"committed_offset": "Int64"})
     want = sla.compute_lag(frame, reset)
     got = one.toPandas()
     assert got["lag"].sum() == want["lag"].sum() > 0  # the rules ran, as the pure ones do
@@ -312,7 +312,7 @@ def test_plan_partitions_is_with_lag_then_assign_partitions_in_one_stage(spark, 
 
 def test_plan_partitions_refuses_an_unknown_reset_before_spark_runs(spark) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(sla.InputError, match="unknown reset policy 'smallest'"):
-        pipeline.plan_partitions({"a": ["t"]}, "range", "smallest")
+        transforms.plan_partitions({"a": ["t"]}, "range", "smallest")
 
 
 @pytest.mark.parametrize("strategy", ["lag", "lag-sticky"])
@@ -321,14 +321,14 @@ def test_rows_may_name_their_topics_by_code_into_the_topics_given(spark, strateg
     topics = sorted(set(lags["topic"]))
     frame = lags.assign(starting_offset=5)
     df = spark.createDataFrame(frame, schema="topic string, partition int, lag long, starting_offset long")
-    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=pipeline.PREVIOUS_SCHEMA)
-    named = df.transform(pipeline.with_previous_owner(prev_df, subs))
+    prev_df = spark.createDataFrame(previous[["consumer", "topic", "partition"]], schema=transforms.PREVIOUS_SCHEMA)
+    named = df.transform(transforms.with_previous_owner(prev_df, subs))
     codes = spark.createDataFrame(list(zip(topics, range(len(topics)))), schema="topic string, topic_code int")
     coded = named.join(codes, "topic").select("topic_code", "partition", "lag", "starting_offset", "previous_owner")
     assert "topic" not in coded.columns
-    want = named.transform(pipeline.assign_partitions(subs, strategy, seed=3, topics=topics))
-    got = coded.transform(pipeline.assign_partitions(subs, strategy, seed=3, topics=topics))
+    want = named.transform(transforms.assign_partitions(subs, strategy, seed=3, topics=topics))
+    got = coded.transform(transforms.assign_partitions(subs, strategy, seed=3, topics=topics))
     assert_df_equality(got, want, ignore_row_order=True)
     assert sorted(r["topic_code"] for r in got.collect()) == sorted(topics.index(t) for t in lags["topic"])
     with pytest.raises(ValueError, match="topic_code need the topics"):
-        coded.transform(pipeline.assign_partitions(subs, strategy))
+        coded.transform(transforms.assign_partitions(subs, strategy))
