@@ -16,8 +16,11 @@ PACK   := build/pack-venv
 # on the cluster's hosts instead of to the Python that built it (README, "On a cluster")
 PYTHON_PREFIX ?=
 export PYSPARK_PYTHON := $(abspath $(PY))
+# Prometheus 3.16's source as the Go module proxy serves it (Prometheus 3.x is module v0.3xx)
+PROMETHEUS_MODULE ?= github.com/prometheus/prometheus/cmd/prometheus@v0.316.0
+PROMETHEUS := .tools/bin/prometheus
 
-.PHONY: help setup venv jvm demo lint test test-compat test-protocol test-mutation test-thorough test-cluster test-unit bench bench-speed bench-quick broker dist clean
+.PHONY: help setup venv jvm demo lint test test-compat test-protocol test-mutation test-thorough test-cluster test-prometheus test-unit prometheus bench bench-speed bench-quick broker dist clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,6 +62,14 @@ test-thorough: venv ## the pure suite with every hypothesis property at 10,000 e
 
 test-cluster: setup dist ## the proof on a standalone cluster (master + 2 workers whose Python has nothing installed; apps ship dist/'s packed environment) with HDFS: kafka:// and hdfs:// stores
 	$(PY) -m pytest -m cluster tests/cluster
+
+$(PROMETHEUS):
+	GOBIN=$(abspath .tools/bin) go install $(PROMETHEUS_MODULE)
+
+prometheus: $(PROMETHEUS) ## build a Prometheus server from its Go module into .tools/bin (about 20 minutes the first time on 2 cores)
+
+test-prometheus: setup $(PROMETHEUS) ## opt-in, not in CI: a real Prometheus scrapes a live pipeline and answers every dashboard query
+	PROMETHEUS_BIN=$(abspath $(PROMETHEUS)) $(PY) -m pytest -m prometheus tests/prometheus
 
 test-unit: venv ## only the pure tests (no Spark, no broker, no JVM): a few minutes
 	$(PY) -m pytest -m "not spark and not broker and not hdfs and not jvm"
