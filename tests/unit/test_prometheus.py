@@ -184,3 +184,69 @@ def test_exported_names_include_the_suffixes_a_query_uses() -> None:
         "spark_lag_assign_follower_wait_seconds",
     } <= names
     assert "spark_lag_assign_follower_handovers" not in names
+
+
+README = DASHBOARD.parents[1] / "README.md"
+A_PLAN = {
+    "generation": 3, "strategy": "drain", "rates_source": "given", "drain_seconds": 12.5,
+    "totals": {"partitions": 4, "unassigned": 1, "lag": 70},
+    "quality": {"optimality": 1.1, "count_spread": 1, "topic_spread": 1, "moved": 2},
+    "consumers": {"c0": {"lag": 40, "partitions": 2, "drain_seconds": 12.5, "keeps_up": True},
+                  "c1": {"lag": 30, "partitions": 2, "drain_seconds": 9.0, "keeps_up": True}},
+}  # fmt: skip
+
+
+def exercised() -> dict[str, tuple[str, frozenset[str]]]:
+    """Every family of every emitter, each labelled one with samples: name -> (type, label names)."""
+    planner = PlannerMetrics()
+    planner.record_plan(A_PLAN, {"extract": 1.0, "plan": 2.0})
+    planner.record_sizing(3600.0, 2, 3, 100.0, 200.0, 0.0)
+    planner.record_outcome("published")
+    follower = FollowerMetrics("A")
+    follower.generations(2, 3, 4)
+    follower.state("waiting", {"Z": 0.0})
+    follower.handover(1.5)
+    follower.commits(2, 1)
+    follower.refused()
+    follower.renewal()
+    follower.lapse()
+    follower.progress(5, {"t0": 3})
+    group = GroupMetrics()
+    group.rebalance("sla-lag", 4.0, "no-snapshot")
+    found: dict[str, tuple[str, frozenset[str]]] = {}
+    for registry in (planner.registry, follower.registry, group.registry):
+        for family in text_string_to_metric_families(generate_latest(registry).decode()):
+            if family.name.endswith("_created"):  # the client's creation time of a counter or histogram
+                continue
+            labels = frozenset(k for s in family.samples for k in s.labels if k != "le")
+            name = f"{family.name}_total" if family.type == "counter" else family.name
+            found[name] = (family.type, labels)
+    return found
+
+
+def readme_metrics() -> dict[str, tuple[str, frozenset[str]]]:
+    """README's metrics table: name -> (type, label names); "`_x`" abbreviates "`spark_lag_assign_x`"."""
+    table: dict[str, tuple[str, frozenset[str]]] = {}
+    for row in re.findall(r"^\| `spark_lag_assign_.*$", README.read_text(), re.MULTILINE):
+        names, kind, labels = (cell.strip() for cell in row.strip("|").split("|")[:3])
+        label_names = frozenset(re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", labels)))
+        for name in re.findall(r"`(\w+)`", names):
+            table[name if name.startswith(PREFIX) else PREFIX + name.lstrip("_")] = (kind, label_names)
+    return table
+
+
+def test_readme_s_table_is_every_metric_with_its_type_and_labels_and_none_is_per_partition() -> None:
+    found = exercised()
+    assert readme_metrics() == found
+    assert not [name for name, (_, labels) in found.items() if "partition" in labels]  # a million series is no dashboard
+
+
+def test_every_label_a_dashboard_query_uses_is_one_its_metrics_carry() -> None:
+    found = exercised()
+    for expr in dashboard_queries():
+        names = set(re.findall(r"\bspark_lag_assign_[a-z_]+\b", expr))
+        carried = {"job", "instance", "le"}.union(*(found[n][1] for n in names if n in found))
+        carried |= {label for n in names for base, (_, ls) in found.items() if n.startswith(base) for label in ls}
+        used = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)\s*\"", expr))
+        used |= {label.strip() for clause in re.findall(r"\bby\s*\(([^)]*)\)", expr) for label in clause.split(",")}
+        assert used <= carried, f"{expr}: labels {sorted(used - carried)} are on none of its metrics"
