@@ -635,3 +635,18 @@ def test_the_lease_margin_defaults_to_a_tenth_of_the_lease_within_bounds_and_is_
         Handover("A", "A1", lease=30.0, margin=10.0)
     with pytest.raises(ValueError, match=r"^margin -0.5 must be below a third of the lease 30.0$"):
         Handover("A", "A1", lease=30.0, margin=-0.5)
+
+
+def test_commit_ids_are_named_by_the_store_and_a_name_that_could_collide_is_refused() -> None:
+    from spark_lag_assign.consume.kafka_commit import commit_id, commit_namespace
+    from spark_lag_assign.errors import ConfigError
+
+    assert commit_id("orders", "b") == "spark-lag-assign.orders.commit.b"
+    assert commit_namespace("orders_eu-2") == "spark-lag-assign.orders_eu-2.commit."
+    for name in ("orders.eu", "orders.commit.b", "", "-x", "a" * 101, "héllo"):
+        with pytest.raises(ConfigError) as err:
+            commit_id(name, "b")
+        assert str(err.value) == (
+            f"store name {name!r} cannot name the pipelines' commit ids (spark-lag-assign.NAME.commit.CONSUMER): "
+            "use letters, digits, '_' or '-' (a plan directory's name is its last path element)"
+        )
