@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from spark_lag_assign.consume.gate import CommitGate
-from spark_lag_assign.consume.options import TopicPartition
+from spark_lag_assign.consume.options import TopicPartition, metadata, parse_metadata
 from spark_lag_assign.errors import (
     CommitFencedError,
     CommitHeldError,
@@ -69,22 +69,6 @@ def commit_namespace(store_name: str) -> str:
 def commit_id(store_name: str, consumer: str) -> str:
     """The transactional id under which ``consumer`` of the store ``store_name`` commits."""
     return commit_namespace(store_name) + consumer
-
-
-def metadata(consumer: str, generation: int) -> str:  # pragma: no mutate block
-    """The offset-commit metadata string: who committed, under which plan generation."""
-    return f"spark-lag-assign consumer={consumer} generation={generation}"
-
-
-def parse_metadata(text: str | None) -> tuple[str, int] | None:  # pragma: no mutate block
-    """(consumer, generation) from a commit's metadata, or None if it is not one of ours."""
-    if not text or not text.startswith("spark-lag-assign "):
-        return None
-    fields = dict(part.split("=", 1) for part in text.split()[1:] if "=" in part)
-    try:
-        return fields["consumer"], int(fields["generation"])
-    except (KeyError, ValueError):
-        return None
 
 
 def _bounded(producer: Any, step: str, timeout_ms: int, *args: Any) -> None:  # pragma: no mutate block

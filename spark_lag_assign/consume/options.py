@@ -166,18 +166,32 @@ def read_group_starting_offsets(
     )
 
 
+def metadata(consumer: str, generation: int) -> str:
+    """The offset-commit metadata string: who committed, under which plan generation."""
+    return f"spark-lag-assign consumer={consumer} generation={generation}"
+
+
+def parse_metadata(text: str | None) -> tuple[str, int] | None:
+    """(consumer, generation) from a commit's metadata, or None if it is not one of ours."""
+    if not text or not text.startswith("spark-lag-assign "):
+        return None
+    fields = dict(part.split("=", 1) for part in text.split()[1:] if "=" in part)
+    try:
+        return fields["consumer"], int(fields["generation"])
+    except (KeyError, ValueError):
+        return None
+
+
 def foreign_commits(
     metadata: Mapping[TopicPartition, str], owners: Callable[[int], Mapping[TopicPartition, str] | None], newest: int
 ) -> dict[TopicPartition, str]:
     """Commits the group holds that no pipeline of the plan made, and why: a pipeline names
-    itself and the generation it reads under in every commit's metadata (``kafka_commit.metadata``),
+    itself and the generation it reads under in every commit's metadata (``metadata``),
     and only the partition's owner in that generation commits it. Kafka cannot refuse another
     member's commit of a partition (the group's READ ACL covers them all): this finds one whose
     metadata names a consumer that did not own the partition in the generation it names, or a
     generation no plan has. Commits without our metadata, and generations no longer kept, are
     not judged. ``owners(g)``: partition -> consumer in generation g (None: not kept)."""
-    from spark_lag_assign.consume.kafka_commit import parse_metadata
-
     found: dict[TopicPartition, str] = {}
     for tp, text in sorted(metadata.items()):
         named = parse_metadata(text)
@@ -199,7 +213,9 @@ __all__ = [
     "Offsets",
     "TopicPartition",
     "foreign_commits",
+    "metadata",
     "offsets_json",
+    "parse_metadata",
     "parse_source_offsets",
     "partitions_of",
     "read_group_starting_offsets",
