@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from spark_lag_assign.cli.parser import build_parser, key_values
+from spark_lag_assign.cli.parser import build_parser, key_values, negative_values_joined
 from spark_lag_assign.errors import ConfigError, SparkLagAssignError
 from spark_lag_assign.metrics import PlannerMetrics
 
@@ -443,7 +443,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None, session_factory: SessionFactory | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(negative_values_joined(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -17,20 +16,21 @@ from spark_lag_assign.errors import ConfigError
 NEGATIVE_VALUED = ("--drain-within",)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage mistake reported in one line (exit status 2, as argparse's), and
-    ``--drain-within -5m`` read as ``--drain-within=-5m``, so that a negative deadline reaches
-    the deadline's own check (one line, exit 1), not argparse's "expected one argument"."""
+def negative_values_joined(argv: Sequence[str]) -> list[str]:
+    """``--drain-within -5m`` as ``--drain-within=-5m``: argparse takes a word that starts with
+    "-" for a flag, so a negative deadline would get its "expected one argument" (exit 2)
+    instead of the deadline's own one line (exit 1)."""
+    joined: list[str] = []
+    for word in argv:
+        if joined and joined[-1] in NEGATIVE_VALUED and re.match(r"-\.?\d", word):
+            joined[-1] = f"{joined[-1]}={word}"
+        else:
+            joined.append(word)
+    return joined
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
-        words = list(sys.argv[1:] if args is None else args)
-        joined: list[str] = []
-        for word in words:
-            if joined and joined[-1] in NEGATIVE_VALUED and re.match(r"-\.?\d", word):
-                joined[-1] = f"{joined[-1]}={word}"
-            else:
-                joined.append(word)
-        return super().parse_known_args(joined, namespace)
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage mistake reported in one line (exit status 2, as argparse's)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"spark-lag-assign: error: {' '.join(message.split())} (see {self.prog} --help)\n")
