@@ -17,7 +17,7 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     if not examples:
         return
     terminalreporter.write_line(
-        f"handover model: {examples} examples, {steps} state-machine steps; invariants I1-I6 and D checked after each"
+        f"handover model: {examples} examples, {steps} state-machine steps; invariants I1-I7 and D checked after each"
     )
     for moment, count in sorted(model.COVERAGE.items(), key=lambda kv: (-kv[1], kv[0])):
         terminalreporter.write_line(f"  {count / examples:6.1%}  of examples: {moment}")

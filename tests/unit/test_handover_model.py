@@ -20,7 +20,8 @@ their own so that they happen in most examples, not by luck:
   successor fences it and reads, then the reader resumes *while the successor reads*; in
   variants its producer was lost before the pause (a failed commit), it had decided to
   reopen it and was paused before doing so, or a broker outage longer than the lease hit
-  while its commits were in flight;
+  while its commits were in flight, or it first renewed late (within its lease) while the
+  successor waited on a view read before the renewal;
 - a decision taken now and performed later (a process paused between ``next()`` and its
   effect), for every kind of action;
 - each process's clock runs at its own rate, within ``DRIFT`` of real time;
@@ -47,6 +48,15 @@ Invariants, checked after every step (violations are collected when they happen)
   D  duplicates are bounded: a record is read twice only if an earlier query read it after
      its last accepted commit; a query that stopped with a successful final commit leaves
      nothing read and uncommitted (at most the interrupted batch is read twice at a move).
+  I7 no live holder is fenced: while a pipeline reads (or holds a final commit) under a
+     lease its own clock says is valid, no claim that counts (any pipeline's with "self"
+     fencing, the fencer's with "service") newly records a fence of a claim version of its
+     stint (one its ``fenced_by`` would act on), and no fence of such a version is done. A
+     fence is only justified by a read that began a whole lease after the version was first
+     seen and still shows it; within the drift the margin covers, that read began after the
+     holder's own deadline, and a holder past its deadline stays lapsed until it stops. A
+     note decided on an older view (the holder renewed since) would stop a reader whose lease
+     runs: I1 alone does not see that, the holder stops in time and nobody reads beside it.
 """
 
 from __future__ import annotations
@@ -91,7 +101,7 @@ DRIFT = 0.04
 MAX_PROCS = 8
 MAX_GENERATIONS = 10
 MAX_RECORDS = 3  # one micro-batch reads at most this many records of a partition
-TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage", "kafka-outage")
+TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage", "kafka-outage", "late-renewal")
 
 TP = tuple[str, int]
 STEPS = itertools.count()  # every rule run, over all examples: the summary reports it
@@ -317,8 +327,28 @@ class HandoverModel(RuleBasedStateMachine):
         return q.generation if q is not None else 0
 
     def append(self, record: ClaimRecord) -> None:
-        self.world.log.append(record)
-        self.world.log_times.append(self.world.now)
+        w = self.world
+        if record.consumer == FENCER or not self.service:  # with a fencer, a pipeline's note is only a request
+            for holder, version in sorted(record.fences.items()):
+                self.no_live_holder_fenced(record.incarnation, "notes a fence of", holder, version)
+        w.log.append(record)
+        w.log_times.append(w.now)
+
+    def no_live_holder_fenced(self, by: str, what: str, holder: str, version: tuple[str, int]) -> None:
+        """I7, checked as a fence is noted or done: ``holder``'s claim ``version`` belongs to no
+        stint that still reads (or holds a final commit) under a lease valid by its own clock."""
+        if not self.exclusive:  # it rests on the clocks, as I1 does
+            return
+        for p in self.procs:
+            core = p.core
+            if (
+                p.alive and p.consumer == holder and p.incarnation == version[0] and version[1] >= core.commits_since
+                and (core.reading is not None or core.final_pending is not None) and self.own(p) < core.deadline()
+            ):  # fmt: skip
+                self.violations.append(
+                    f"I7: {by} {what} {holder}'s claim {version} at {self.world.now} while {p.incarnation} reads under a "
+                    f"lease valid by its own clock ({self.own(p):.2f} < deadline {core.deadline():.2f})"
+                )
 
     def apply_commit(self, proc: Proc, offsets: dict[TP, int], records: list[bytes]) -> None:
         """An accepted commit: the model broker applies it, and the invariants judge it."""
@@ -441,6 +471,7 @@ class HandoverModel(RuleBasedStateMachine):
                     core.saw_claims(w.view(len(w.log)), now)
                 return
             self.seen("a successor fences a lapsed holder's commits")
+            self.no_live_holder_fenced(proc.incarnation, "fences", action.consumer, action.version)
             self.fences += 1
             w.epoch[action.consumer] = w.epoch.get(action.consumer, 0) + 1
             core.fenced_commits(action.consumer, action.version)
@@ -537,6 +568,7 @@ class HandoverModel(RuleBasedStateMachine):
             core.wrote(record)
         elif isinstance(action, FenceCommits):
             self.seen("the fencer fences a lapsed holder's commits for its successor")
+            self.no_live_holder_fenced("the fencer", "fences", action.consumer, action.version)
             self.fences += 1
             w.epoch[action.consumer] = w.epoch.get(action.consumer, 0) + 1
             core.fenced(action.consumer, action.version)
@@ -815,6 +847,10 @@ class HandoverModel(RuleBasedStateMachine):
                         commits are in flight;
         kafka-outage    only Kafka is away (the store, HDFS, is not) while a commit fails: its
                         reopens fail while its renewals go through; then it is paused.
+        late-renewal    the plan moves its partitions first; it renews late but within its
+                        lease while the successor waits on a view read before the renewal, and
+                        the successor's next step falls a whole lease after it first saw the
+                        old claim (``renew_late``); then it is paused.
         """
         if self.takeovers == 0:
             self.first_variant = data.draw(st.integers(0, len(TAKEOVERS) - 1), label="first takeover")
@@ -855,6 +891,12 @@ class HandoverModel(RuleBasedStateMachine):
         self.seen(f"takeover ({how})")
         if self.can_batch(a):
             self.run_batch(a, data, report_now=False)  # its report is still in the listener's queue
+        if how == "late-renewal":
+            moved = data.draw(st.sets(st.sampled_from(sorted(holds)), min_size=1), label="moved")
+            to = data.draw(st.sampled_from([c for c in CONSUMERS if c != a.consumer]), label="successor")
+            self.move(moved, to, a.consumer)  # the holder's watcher has not delivered it yet
+            self.renew_late(data, a, to)
+            a.paused = True
         if how in ("lost-producer", "reopen-decided"):
             self.fail_a_commit(a)
             if how == "reopen-decided" and a.fc.lost:
@@ -886,13 +928,14 @@ class HandoverModel(RuleBasedStateMachine):
             w.now = max(w.now, self.real(a, a.core.deadline()) + 1.0)  # time never goes back
             self.settle(a, data)
             w.down = False
-        else:
+        elif how != "late-renewal":
             a.paused = True
         lapse = self.real(a, a.core.deadline()) if a.core.deadline() > float("-inf") else w.now
         w.now = max(w.now, lapse + self.lease * 1.2 + 0.5)  # past the lease by any pipeline's clock
-        moved = data.draw(st.sets(st.sampled_from(sorted(holds)), min_size=1), label="moved")
-        to = data.draw(st.sampled_from([c for c in CONSUMERS if c != a.consumer]), label="successor")
-        self.move(moved, to, a.consumer)
+        if how != "late-renewal":
+            moved = data.draw(st.sets(st.sampled_from(sorted(holds)), min_size=1), label="moved")
+            to = data.draw(st.sampled_from([c for c in CONSUMERS if c != a.consumer]), label="successor")
+            self.move(moved, to, a.consumer)
         b = next((p for p in self.procs if p.consumer == to and p.runs), None)
         if b is None:
             b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
@@ -915,6 +958,41 @@ class HandoverModel(RuleBasedStateMachine):
         order = data.draw(st.sampled_from(("batch, report", "batch, report later", "loop first")), label="on resuming")
         if order != "loop first" and self.can_batch(a):
             self.run_batch(a, _Fixed(), report_now=order == "batch, report")
+
+    def renew_late(self, data: st.DataObject, a: Proc, to: str) -> None:
+        """The ``late-renewal`` takeover's first part, once the plan has moved some of ``a``'s
+        partitions to ``to``: ``a`` renews, ``to``'s pipeline claims, reads ``a``'s claim and
+        waits for it, renews its own claim and reads again (``a``'s claim is still the old
+        one), then ``a`` renews late but within its lease, and ``to``'s next step falls a
+        whole lease (by its clock) after it first saw the old claim, on the view read before
+        the renewal. That view cannot prove the lease ran out: it must read again, never note
+        a fence of (nor fence) a holder whose lease still runs (I7)."""
+        w = self.world
+        w.now = max(w.now, self.real(a, a.core.sent_at + a.core.renew_every))  # its renewal falls due
+        self.settle(a, _Fixed())
+        if a.query is None or not a.runs or a.core.written is None or not self.live(a):
+            return
+        version = a.core.written.version
+        g = len(w.plans)
+        b = next((p for p in self.procs if p.consumer == to and p.runs), None)
+        if b is None:
+            b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
+        b.core.saw_plan(g, w.assignment(g, to))
+        self.settle(b, _Fixed(), 30)  # it claims, reads the holder's claim, and waits for it
+        seen = b.core.first_seen.get((a.consumer, version))
+        if seen is None or not b.runs or b.decided is not None:
+            return
+        w.now = max(w.now, self.real(b, b.core.deadline() - b.core.renew_every))
+        self.settle(b, _Fixed(), 30)  # it renews its own claim and reads again
+        renew = (w.now + self.real(a, a.core.deadline())) / 2
+        if not (b.runs and a.runs and self.live(a) and renew > w.now):
+            return
+        w.now = renew
+        self.perform(a, _Fixed())  # the late renewal, within the holder's lease
+        w.now = max(w.now, self.real(b, seen + self.lease))
+        if b.runs and b.decided is None and a.core.written is not None and a.core.written.version != version:
+            self.seen("a successor decides a lease after it first saw a claim renewed since")
+            self.perform(b, _Fixed())
 
     # -- invariants -------------------------------------------------------------------------
 
