@@ -2,7 +2,7 @@
 
 The group's committed offsets (else the plan's reset rule), never behind what a releasing
 owner said in its claim it had committed (the group may not show it yet); a claim counts only
-for partitions the plans gave its consumer in the claim's generation or the one before. A commit that no
+for partitions the plans gave its consumer in one of the few generations before the start. A commit that no
 pipeline of the plan made (``options.foreign_commits``: a consumer outside the plan, or one
 of ours for partitions it did not own) is reported and counts as none: the owners are read
 from the plans this pipeline saw, or from the store for older generations.
@@ -22,6 +22,9 @@ from spark_lag_assign.plan.document import PlanFormatError
 from spark_lag_assign.store import ClaimRecord, Store, StoreError
 
 log = logging.getLogger(__name__)
+
+#: how many generations before the one a pipeline starts may name a partition's releasing owner
+RELEASE_LOOKBACK = 3
 
 ForeignCommit = Callable[[str, int, str], None]
 """``on_foreign(topic, partition, why)``: a commit no pipeline of the plan made was found."""
@@ -73,11 +76,14 @@ class StartOffsets:
         return plan if plan is not None else self.store.get(generation)
 
     def owners(self, generation: int) -> dict[TopicPartition, str] | None:
-        """Who owned each partition in ``generation`` (None: the store no longer keeps it)."""
+        """Who owned each partition in ``generation`` (None: the store no longer keeps it, or
+        cannot be read now; only an answer is kept, so a store that fails once is asked again)."""
         if generation not in self._owners_of:
             try:
                 plan = self.plan(generation)
-            except (StoreError, PlanFormatError):
+            except StoreError:
+                return None
+            except PlanFormatError:
                 plan = None
             self._owners_of[generation] = (
                 None
@@ -131,22 +137,27 @@ class StartOffsets:
                     current = starting.get(topic, {}).get(str(partition))
                     if current is None or not (current < 0 or int(offset) > current):  # also over the reset rule
                         continue
-                    if self._owned(record, (topic, int(partition))):
+                    if self._owned(record, (topic, int(partition)), newest):
                         starting[topic][str(partition)] = int(offset)
                     else:
                         log.warning(
-                            "%s: %s's claim says it committed %s-%s at %d, but no plan of generation %d or the one "
-                            "before gave it that partition; %s starts from %d",
-                            self.consumer, record.consumer, topic, partition, int(offset), record.generation,
+                            "%s: %s's claim says it committed %s-%s at %d, but none of the %d plans before "
+                            "generation %d gave it that partition; %s starts from %d",
+                            self.consumer, record.consumer, topic, partition, int(offset), RELEASE_LOOKBACK, newest,
                             self.consumer, current,
                         )  # fmt: skip
         return starting
 
-    def _owned(self, record: ClaimRecord, partition: TopicPartition) -> bool:
+    def _owned(self, record: ClaimRecord, partition: TopicPartition, newest: int) -> bool:
         """Whether a claim's word on ``partition``'s offset counts: its consumer owned the partition
-        in the claim's generation or the one before (a release moves from that one). Anyone
-        else's word would let one pipeline's claim move another's start ahead and skip records."""
-        return any((self.owners(g) or {}).get(partition) == record.consumer for g in (record.generation, record.generation - 1))
+        in one of the ``RELEASE_LOOKBACK`` generations before ``newest`` (the one this pipeline
+        starts), whatever generation the claim itself names: a releasing owner writes its
+        release under the newest plan it has seen, which may have skipped some. Anyone else's
+        word would let one pipeline's claim move another's start ahead and skip records."""
+        return any(
+            (self.owners(g) or {}).get(partition) == record.consumer
+            for g in range(newest - 1, max(0, newest - 1 - RELEASE_LOOKBACK), -1)
+        )
 
 
 __all__ = ["ForeignCommit", "StartOffsets"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from spark_lag_assign.consume import starting
-from spark_lag_assign.store import ClaimRecord
+from spark_lag_assign.store import ClaimRecord, StoreError
 
 # generation 1: a reads t0-0, b reads t1-0; generation 2: t0-0 moves to b
 PLANS = {
@@ -53,7 +53,47 @@ def test_a_claim_of_a_consumer_that_never_owned_the_partition_does_not_move_the_
     assert got["t1"] == {"0": 10**9 + 1}  # b's own word on a partition it owned counts
 
 
-def test_an_owner_s_word_counts_only_for_the_generations_it_owned_the_partition_in(monkeypatch) -> None:
-    # a's claim of generation 4 (a plan this pipeline cannot find) is not a release of generation 1's t0-0
+def test_a_releasing_owner_s_word_counts_whatever_generation_its_claim_names(monkeypatch) -> None:
+    # a releases under the newest plan it has seen (4, skipping some): it owned t0-0 in 1
     got = start_of_b(monkeypatch, {"t0": {"0": 100}, "t1": {"0": 7}}, {"a": claim("a", 4, {"t0": {"0": 150}})})
-    assert got["t0"] == {"0": 100}
+    assert got["t0"] == {"0": 150}
+
+
+def test_an_owner_from_before_the_last_few_generations_does_not_move_the_start(monkeypatch) -> None:
+    # a owned t0-0 in generation 1 only; c, d, e held it in 2 to 4; b starts it in 5
+    history = {
+        g: {"generation": g, "reset": "latest", "consumers": {c: {"assign": {"t0": [0]}}, "b": {"assign": {"t1": [0]}}}}
+        for g, c in ((2, "c"), (3, "d"), (4, "e"))
+    }
+    history[1] = PLANS[1]
+    history[5] = {"generation": 5, "reset": "latest", "consumers": {"b": {"assign": {"t0": [0], "t1": [0]}}}}
+
+    class Kept:
+        def get(self, generation: int) -> dict | None:
+            return history.get(generation)
+
+    monkeypatch.setattr(starting, "read_group_starting_offsets", lambda *a, **k: {"t0": {"0": 100}, "t1": {"0": 7}})
+    offsets = starting.StartOffsets(
+        Kept(), "b", "127.0.0.1:9", {}, timeout_ms=1000, commit_timeout=1.0, on_foreign=lambda *a: None, pause=lambda s: None
+    )
+    claims = {"a": claim("a", 5, {"t0": {"0": 10**9}}), "e": claim("e", 5, {"t0": {"0": 120}})}
+    got = offsets.read(history[5], {"t0": [0], "t1": [0]}, "g", 5, claims)
+    assert got["t0"] == {"0": 120}  # e, its owner in 4, counts; a, three generations further back, does not
+
+
+def test_a_store_that_fails_once_is_asked_again_for_a_generation_s_owners() -> None:
+    calls = []
+
+    class Flaky:
+        def get(self, generation: int) -> dict | None:
+            calls.append(generation)
+            if len(calls) == 1:
+                raise StoreError("the store is away")
+            return PLANS[1]
+
+    offsets = starting.StartOffsets(
+        Flaky(), "b", "127.0.0.1:9", {}, timeout_ms=1000, commit_timeout=1.0, on_foreign=lambda *a: None, pause=lambda s: None
+    )
+    assert offsets.owners(1) is None
+    assert offsets.owners(1) == {("t0", 0): "a", ("t1", 0): "b"}
+    assert calls == [1, 1]
