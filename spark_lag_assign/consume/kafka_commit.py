@@ -61,7 +61,8 @@ def commit_namespace(store_name: str) -> str:
     if not KAFKA_NAME.fullmatch(store_name):
         raise ConfigError(
             f"store name {store_name!r} cannot name the pipelines' commit ids (spark-lag-assign.NAME.commit.CONSUMER): "
-            "use letters, digits, '_' or '-' (a plan directory's name is its last path element)"
+            "use letters, digits, '_' and '-', at most 100, starting with a letter or digit (a plan directory's name is "
+            "its last path element)"
         )
     return f"spark-lag-assign.{store_name}.commit."
 

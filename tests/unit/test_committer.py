@@ -648,5 +648,6 @@ def test_commit_ids_are_named_by_the_store_and_a_name_that_could_collide_is_refu
             commit_id(name, "b")
         assert str(err.value) == (
             f"store name {name!r} cannot name the pipelines' commit ids (spark-lag-assign.NAME.commit.CONSUMER): "
-            "use letters, digits, '_' or '-' (a plan directory's name is its last path element)"
+            "use letters, digits, '_' and '-', at most 100, starting with a letter or digit (a plan directory's name is "
+            "its last path element)"
         )
