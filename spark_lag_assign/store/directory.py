@@ -49,7 +49,6 @@ import time
 import uuid
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -63,6 +62,7 @@ from spark_lag_assign.store.base import (
     PublishFencedError,
     Store,
     StoreError,
+    utc_stamp,
 )
 from spark_lag_assign.store.claimfiles import ClaimFiles, DirectoryClaimWriter
 from spark_lag_assign.store.fs import FileSystem, LocalFileSystem, UnreadableFileError, fs_errors
@@ -106,10 +106,6 @@ def hadoop_store(parsed: StoreURI, *, hadoop_conf: Mapping[str, str] | None = No
     except BaseException:
         fs.close()
         raise
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _safe_name(name: str) -> str:
@@ -304,7 +300,7 @@ class DirectoryStore(Store):
                     "writer": writer,
                     "host": socket.gethostname(),
                     "pid": os.getpid(),
-                    "written": _now(),
+                    "written": utc_stamp(),
                 }
                 text = json.dumps(manifest, indent=1, sort_keys=True) + "\n"
                 if not self._fs.create(self._path(f"{name}.manifest.json"), text.encode()):
