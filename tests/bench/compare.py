@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 import spark_lag_assign as sla
-from spark_lag_assign.core import quality as metrics
+from spark_lag_assign.core import quality
 from spark_lag_assign.testing import workloads
 from spark_lag_assign.testing.workloads import Subscriptions, Workload
 from tests.peers import KafkaPythonSticky, kafka_python_range, kafka_python_roundrobin
@@ -147,7 +147,7 @@ def run_static(shapes: Sequence[Shape], planners: Sequence[Planner], seeds: Sequ
                     rows.append({**base, "skipped": NOT_RUN})
                     continue
                 plan, seconds = timed(lambda: p.run(lags, subs, None, seed, 1))
-                rows.append({**base, **metrics.quality(plan, subs).as_dict(), "seconds": seconds})
+                rows.append({**base, **quality.quality(plan, subs).as_dict(), "seconds": seconds})
     return pd.DataFrame(rows)
 
 
@@ -205,7 +205,7 @@ def run_churn(shapes: Sequence[Shape], planners: Sequence[Planner], seeds: Seque
                 previous = None
                 for generation, (step, lags, subs) in enumerate(states, start=1):
                     plan, seconds = timed(lambda: p.run(lags, subs, previous, seed, generation))
-                    q = metrics.quality(plan, subs, previous)
+                    q = quality.quality(plan, subs, previous)
                     rows.append(
                         {
                             "shape": shape.name,

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.core import draintime as simulate
+from spark_lag_assign.core import draintime
 from tests.bench.compare import NOT_RUN, Planner, Shape
 
 TARGET = 600.0
@@ -58,7 +58,7 @@ def run_drain(shapes: Sequence[Shape], planners: Sequence[Planner], seeds: Seque
                     continue
                 plan = p.run(lags, subs, None, seed, 1)
                 for scenario in SCENARIOS:
-                    d = simulate.simulate(lags, plan, rate, produced if scenario == "producing" else None, consumers=list(subs))
+                    d = draintime.simulate(lags, plan, rate, produced if scenario == "producing" else None, consumers=list(subs))
                     rows.append(
                         {
                             **base,
@@ -83,7 +83,7 @@ def curves(shape: Shape, planners: Sequence[Planner], seed: int = 0, points: int
     out: dict[str, dict[str, object]] = {}
     for scenario in SCENARIOS:
         drains = {
-            n: simulate.simulate(lags, a, rate, produced if scenario == "producing" else None, consumers=list(subs))
+            n: draintime.simulate(lags, a, rate, produced if scenario == "producing" else None, consumers=list(subs))
             for n, a in plans.items()
         }
         finite = [d.time_to_drain for d in drains.values() if np.isfinite(d.time_to_drain)]

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.core import quality as metrics
+from spark_lag_assign.core import quality
 
 COLOURS = {
     "range": "#1f77b4",
@@ -48,12 +48,12 @@ def lag_bars(plans: Mapping[str, pd.DataFrame], subs: Mapping[str, Sequence[str]
     fig, axes = plt.subplots(rows, cols, figsize=(13, 3.0 * rows), sharey=True, squeeze=False)
     consumers = sorted(subs)
     total = None
-    bound = metrics.quality(plans[names[0]], subs).lower_bound / 1e6
+    bound = quality.quality(plans[names[0]], subs).lower_bound / 1e6
     # one runaway consumer (lag's) would flatten every other panel: cut at 2.5 x LB and print its value
     top = 2.5 * bound
     for ax, name in zip(axes.flat, names):
-        table = metrics.per_consumer(plans[name], consumers)
-        q = metrics.quality(plans[name], subs)
+        table = quality.per_consumer(plans[name], consumers)
+        q = quality.quality(plans[name], subs)
         total = q.total_lag
         values = table["lag"].to_numpy() / 1e6
         x = np.arange(len(values))

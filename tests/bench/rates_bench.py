@@ -23,7 +23,7 @@ import pandas as pd
 
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import drain as sla_drain
-from spark_lag_assign.core import draintime as simulate, rates as sla_rates
+from spark_lag_assign.core import draintime, rates as sla_rates
 from spark_lag_assign.testing import workloads
 from tests.bench import drain as drain_bench
 
@@ -91,7 +91,7 @@ def run(seeds: Sequence[int], loads: Sequence[float] = LOADS, strategies: Sequen
                     start = time.perf_counter()
                     plan = sla.assign(lags, subs, name, seed=seed, **options)
                     seconds = time.perf_counter() - start
-                    d = simulate.simulate(lags, plan, rates, produced, consumers=list(subs))
+                    d = draintime.simulate(lags, plan, rates, produced, consumers=list(subs))
                     units = drain_shares(rates)
                     rows.append(
                         {
@@ -112,7 +112,7 @@ def run(seeds: Sequence[int], loads: Sequence[float] = LOADS, strategies: Sequen
 
 
 def makespan(plan: pd.DataFrame, rates: dict[str, float], produced: pd.DataFrame) -> float:
-    """The plan's time to drain, closed form per consumer (``simulate``'s per-partition replay is
+    """The plan's time to drain, closed form per consumer (``draintime.simulate``'s per-partition replay is
     quadratic in a consumer's partitions: too slow at a million)."""
     rows = plan.merge(produced, on=["topic", "partition"], how="left")
     by = rows.groupby("consumer").agg(lag=("lag", "sum"), produce=("produce_rate", "sum")).reindex(sorted(rates), fill_value=0)

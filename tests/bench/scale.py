@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from spark_lag_assign.core import quality as metrics
+from spark_lag_assign.core import quality
 from spark_lag_assign.testing import workloads
 from tests.bench import bench_job
 from tests.bench.compare import Planner
@@ -106,7 +106,7 @@ def run_scale(
                     rows.append({**base, "status": f"stopped after {peer_limit:.0f} s"})
                     continue
                 seconds = time.perf_counter() - start
-                q = metrics.quality(plan, subs)
+                q = quality.quality(plan, subs)
                 rows.append(
                     {
                         **base,

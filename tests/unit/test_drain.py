@@ -6,7 +6,7 @@ lag-sticky's equal counts break drain's rule); (c) finite wherever a plan that s
 another strategy, and loud where none exists; (d) sticky to the previous plan unless a new
 one is more than the margin faster; (e) deterministic, valid, count-balanced: counts within
 one, or within one per unit of speed where the rates differ (the shared suite covers it
-without rates; here with rates). The times come from ``simulate`` (an independent replay), not from the
+without rates; here with rates). The times come from ``draintime.simulate`` (an independent replay), not from the
 assignor's own arithmetic.
 """
 
@@ -21,7 +21,7 @@ from hypothesis import given, strategies as st
 
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import drain
-from spark_lag_assign.core import draintime as simulate, rates
+from spark_lag_assign.core import draintime, rates
 from spark_lag_assign.errors import InputError, StrategyError
 
 CONSUMERS = ["a", "b", "c", "d", "e"]
@@ -85,7 +85,7 @@ def plan(
 
 
 def drains_in(lags: pd.DataFrame, out: pd.DataFrame, read: dict[str, float], produced: pd.DataFrame | None) -> float:
-    return simulate.simulate(lags, out, read, produced, consumers=list(read)).time_to_drain
+    return draintime.simulate(lags, out, read, produced, consumers=list(read)).time_to_drain
 
 
 def shares(read: dict[str, float]) -> dict[str, int]:
@@ -161,7 +161,7 @@ def test_equal_shares_take_lag_stickys_plan_as_it_is_when_no_plan_can_be_a_quart
     read = dict.fromkeys(subs, 100.0)
     even = pd.DataFrame({"topic": lags["topic"], "partition": lags["partition"], "produce_rate": 1e-6})
     lag_sticky = sla.assign(lags, subs, "lag-sticky", tolerance=0.05)
-    d = simulate.simulate(lags, lag_sticky, read, even, consumers=list(subs))
+    d = draintime.simulate(lags, lag_sticky, read, even, consumers=list(subs))
     assert d.time_to_drain <= d.lower_bound * (1 + 0.05 / 4)  # the premise: lag-sticky is that close
     pd.testing.assert_frame_equal(plan(lags, subs, read, even), lag_sticky)
     # producers on a few partitions: lag-sticky ignores them, drain starts from its plan and beats it
@@ -194,7 +194,7 @@ def test_half_the_pipelines_twice_as_fast_at_sixty_percent_load_drains_near_the_
     produce = np.minimum(0.6 * sum(read.values()) * share / share.sum(), 50.0)
     produced = pd.DataFrame({"topic": lags["topic"], "partition": lags["partition"], "produce_rate": produce})
     out = plan(lags, subs, read, produced)
-    d = simulate.simulate(lags, out, read, produced, consumers=names)
+    d = draintime.simulate(lags, out, read, produced, consumers=names)
     assert d.time_to_drain <= 1.25 * d.lower_bound
     assert math.isinf(drains_in(lags, sla.assign(lags, subs, "lag-sticky"), read, produced)) or (
         drains_in(lags, sla.assign(lags, subs, "lag-sticky"), read, produced) > d.time_to_drain

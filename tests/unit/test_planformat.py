@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 
 from spark_lag_assign import cli
 from spark_lag_assign.consume import PlanFollower, read_assigned
-from spark_lag_assign.core import quality as metrics, rates
+from spark_lag_assign.core import quality, rates
 from spark_lag_assign.errors import InputError, PlanError
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.plan.document import (
@@ -84,7 +84,7 @@ def written_plans() -> dict[str, plan_io.Plan]:
                       "committed_offset": [7, None, 0]}),
     )  # fmt: skip
     assigned = rows().dropna(subset=["consumer"])
-    quality = {**metrics.quality(assigned, SUBS, assigned[["consumer", "topic", "partition"]]).as_dict(), "out_of_range": 2}
+    measured = {**quality.quality(assigned, SUBS, assigned[["consumer", "topic", "partition"]]).as_dict(), "out_of_range": 2}
     big = 2**62
     huge = pd.DataFrame(
         [("a", "t", 0, big, 2**63 - 1), ("a", "t", 1, big, 0), ("b", "t", 2, big, -1), ("b", "t", 2**31 - 1, big, -2)],
@@ -94,7 +94,7 @@ def written_plans() -> dict[str, plan_io.Plan]:
                           for c in plan_io.PLAN_COLUMNS})  # fmt: skip
     return {
         "plain": make(),
-        "rates": make(rates=with_rates, observed=observed, quality=quality, options={"tolerance": 0.05}),
+        "rates": make(rates=with_rates, observed=observed, quality=measured, options={"tolerance": 0.05}),
         "no rates": make(rates=rates.combine(list(SUBS))),
         "huge": plan_io.build_plan(huge, {"a": ["t"], "b": ["t"]}, generation=7, strategy="range", reset="earliest"),
         "empty": plan_io.build_plan(empty, {"c": ["t"]}, generation=2, strategy="sticky", reset="none"),

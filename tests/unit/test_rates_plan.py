@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from spark_lag_assign import cli, config
-from spark_lag_assign.core import draintime as simulate, rates
+from spark_lag_assign.core import draintime, rates
 from spark_lag_assign.errors import ConfigError, InputError
 from spark_lag_assign.plan import build as plan_io, report
 from spark_lag_assign.spark import job
@@ -40,7 +40,7 @@ def test_plan_gives_rates_and_seconds_per_consumer_and_partition_and_says_who_ca
     assert (a["read_rate"], a["produce_rate"], a["keeps_up"]) == (10.0, 3.0, True)
     assert a["drain_seconds"] == pytest.approx(150 / 7, abs=1e-3)
     # the independent replay agrees, per consumer and per partition
-    d = simulate.simulate(rows().dropna(), rows().dropna(), {"a": 10.0, "b": 50.0}, PRODUCE)
+    d = draintime.simulate(rows().dropna(), rows().dropna(), {"a": 10.0, "b": 50.0}, PRODUCE)
     assert a["drain_seconds"] == pytest.approx(d.consumers.loc["a", "time_to_drain"], abs=1e-3)
     replay = d.partitions.set_index(["topic", "partition"])["time_to_drain"]
     assert a["partition_drain_seconds"]["t"]["1"] == pytest.approx(replay[("t", 1)], abs=1e-3)
