@@ -124,7 +124,6 @@ class PlanFollower:
         offsets, the report) are set up here, each with its comment, not scattered over the steps."""
         check_consumer_id(consumer)  # it names a claims topic, a transactional id and a directory
         self.spark = spark
-        self.store, self._own_store = as_store(store, client_options, commits=True)
         self.consumer = consumer
         self.running = RunningQuery(consumer, start, str(checkpoint_root), stop_timeout)
         self.options = source_options(kafka_options)
@@ -137,6 +136,8 @@ class PlanFollower:
         self.commit_timeout = commit_timeout
         self.kafka_timeout_ms = kafka_wait_ms(lease, kafka_timeout_ms)
         self.clock = clock
+        # opened once every setting above passed its check: a bad one leaves no client open
+        self.store, self._own_store = as_store(store, client_options, commits=True)
         self.metrics = FollowerMetrics(consumer, clock)
         self.report = FollowerReport(self.metrics, clock)
         self.commits = PipelineCommits(consumer, commit, self._reading_generation, self.metrics.refused)

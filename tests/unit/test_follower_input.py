@@ -82,3 +82,18 @@ def test_a_store_whose_name_cannot_name_commit_ids_is_refused_before_anything_is
         )
     assert not (tmp_path / name / "claims").exists()
     assert follower(tmp_path).store.name == "store"  # a plain name is one
+
+
+def test_a_bad_setting_is_refused_before_the_store_is_opened(tmp_path: Path) -> None:
+    """The settings are checked before ``as_store`` opens the store: a Kafka store on a port
+    nobody listens on would otherwise be contacted first (its clients left open by the failed
+    constructor, and the error about the store, not about the setting)."""
+    with pytest.raises(InputError, match=r"^no Kafka bootstrap servers"):
+        PlanFollower(
+            None,  # type: ignore[arg-type]
+            "kafka://127.0.0.1:1/orders",
+            "A",
+            lambda stream, checkpoint: None,  # type: ignore[arg-type,return-value]
+            checkpoint_root=str(tmp_path / "checkpoints"),
+            kafka_options={},
+        )
