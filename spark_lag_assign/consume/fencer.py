@@ -6,7 +6,7 @@ notes the fence it wants in its own claim, as it always does before fencing, and
 fencer, one long-running process per store (``spark-lag-assign fencer``) whose principal may
 write every commit id of the store, acts on such a request only when it sees for itself that
 the holder's lease ran out, the way every reader judges a lease: a read that began a whole
-lease after the fencer first saw that claim version still shows it. So a pipeline that
+lease after a read that showed that claim version first returned still shows it. So a pipeline that
 writes a request on purpose fences nobody whose lease runs. Its steps, numbered as its
 decisions (``FencerCore.next``) go:
 
@@ -23,8 +23,10 @@ decisions (``FencerCore.next``) go:
    (``protocol.still_fenced``).
 
 The fencer's own claim writer takes the fencer's id over, so a second fencer fences the
-first's writes: run one, supervised (a restarted fencer first waits a lease before it
-fences anyone, since it has seen nothing yet).
+first's writes: run one, supervised. A restarted fencer carries its predecessor's notes on
+(``FencerCore.took_over``; dropped, they would let a fenced pipeline reopen its producer
+unseen), fences again the holder its predecessor noted but may not have fenced (step 3 done,
+4 maybe not), and otherwise waits a lease before it fences anyone, since it has seen nothing yet.
 """
 
 from __future__ import annotations
@@ -92,13 +94,28 @@ class FencerCore:
     done: dict[str, Version] = field(default_factory=dict)
     fencing: tuple[str, Version] | None = None  # noted, not yet fenced
 
-    def saw_claims(self, view: Mapping[str, ClaimRecord | str], read_at: float) -> None:
-        """Every claim, from a read that began at ``read_at`` (own clock)."""
+    def took_over(self, previous: ClaimRecord | None) -> None:
+        """This fencer took the id over from ``previous`` (the last fencer's record, if any):
+        its notes go on, and a fence it noted as under way (step 3) is made again."""
+        if previous is None:
+            return
+        pending = previous.state[len("fencing ") :] if previous.state.startswith("fencing ") else None
+        for holder, version in previous.fences.items():
+            if holder == pending:
+                self.fencing = (holder, version)
+            else:
+                self.done.setdefault(holder, version)
+
+    def saw_claims(self, view: Mapping[str, ClaimRecord | str], read_at: float, returned_at: float | None = None) -> None:
+        """Every claim, from a read that began at ``read_at`` and returned at ``returned_at``
+        (own clock; default: at once): a record it shows may have been written while it ran,
+        so its lease counts from the return (``protocol.Handover.saw_claims``)."""
         self.view, self.view_read_at = dict(view), read_at
+        returned = read_at if returned_at is None else max(read_at, returned_at)
         for consumer, record in self.view.items():
             if isinstance(record, ClaimRecord):
                 key = (consumer, record.version)
-                self.first_seen[key] = min(self.first_seen.get(key, read_at), read_at)
+                self.first_seen[key] = min(self.first_seen.get(key, returned), returned)
 
     def wrote(self, record: ClaimRecord) -> None:
         self.written = record
@@ -171,10 +188,12 @@ class Fencer:  # pragma: no mutate block
 
         with self.store.claim_writer(FENCER) as writer:
             log.info("%s: the fencer runs (incarnation %s)", self.store.uri, writer.incarnation)
+            self.core.took_over(writer.predecessor)
             while not self._stopping.is_set():
                 began = self.clock()
                 try:
-                    self.core.saw_claims(self.store.claims(), began)
+                    view = self.store.claims()
+                    self.core.saw_claims(view, began, self.clock())
                     action = self.core.next(self.clock())
                     self._act(writer, action)
                 except NotAuthorizedError:

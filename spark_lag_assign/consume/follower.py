@@ -419,7 +419,7 @@ class PlanFollower:
             log.warning("%s: writing its claim failed, retrying: %s", self.consumer, exc)
             core.write_failed(fenced=False, now=self.clock())
             return
-        core.wrote(record, sent)
+        core.wrote(record, sent, self.clock())
         if core.reading is not None:
             self.metrics.renewal()
         self._event("claim", action.state, action.generation, action.holds, began)
@@ -434,7 +434,7 @@ class PlanFollower:
             log.warning("%s: reading the claims failed, retrying: %s", self.consumer, exc)
             self._pause(min(1.0, self.poll_interval))
             return
-        core.saw_claims(view, began)
+        core.saw_claims(view, began, self.clock())
 
     def _read_plan(self, core: Handover, action: ReadPlan) -> None:
         timeout = max(0.0, min(action.until - self.clock(), self.poll_interval))

@@ -19,11 +19,14 @@ The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
   you are stale: read the plan again, never proceed. A claim of an older generation that
   names a partition you want is an earlier owner: wait until it releases it (a claim
   without it) or its lease runs out.
-- Leases are measured by the reader, from when it first saw a claim record: a holder
-  whose record a read that *began* a whole lease later still shows unchanged is gone (a
-  view that was merely delivered late proves nothing). The holder measures the same
-  lease from just before its last write and stops reading ``margin`` seconds before it
-  runs out, so it stops before anyone can take over.
+- Leases are measured by the reader, from when a read that showed a claim record first
+  *returned* (a read to the end may show records written while it ran, so its start is
+  no bound on when they were written): a holder whose record a read that *began* a whole
+  lease later still shows unchanged is gone (a view that was merely delivered late proves
+  nothing). The holder measures the same lease from just before its last write and stops
+  reading ``margin`` seconds before it runs out, so it stops before anyone can take over;
+  a renewal whose write returns only after that point extends nothing (it may have landed
+  after a successor's read began).
 - Taking over from a holder whose lease ran out first records the fence in our own claim
   (``fences``: the holder and the claim version we saw run out), then fences its offset
   commits (the broker refuses them from then on), then starts from the group's committed
@@ -48,7 +51,11 @@ The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
   stop a pipeline (``fence_authority``): a note another pipeline writes is a request, and no
   pipeline can make another stop by writing one.
 - A new incarnation of a pipeline (a restarted driver) treats its predecessor like any
-  other holder: what the predecessor claimed stays claimed until its lease runs out.
+  other holder: what the predecessor claimed stays claimed until its lease runs out. It
+  also carries the predecessor's fence notes on (``took_over``): a note dropped by a
+  restart would let the fenced holder reopen its producer unseen and undo the fence.
+  A holder the view does not show keeps its note (``still_fenced``): the first claim of a
+  new incarnation is written before it has read anything.
 - A pipeline keeps reading a partition across generations only while its lease never
   lapsed; any lapse, refused commit or fencing sends it back through the whole check.
 """
@@ -85,9 +92,10 @@ def still_fenced(view: Mapping[str, ClaimRecord | str], holder: str, version: Ve
     replaced by a newer incarnation. Kept that long, a fenced pipeline that reopens its
     producer learns it was replaced even if its clock let it believe its lease still ran."""
     record = view.get(holder)
+    if not isinstance(record, ClaimRecord):  # not shown (nothing read yet) or unreadable: it may still read
+        return True
     return (
-        isinstance(record, ClaimRecord)
-        and record.incarnation == version[0]
+        record.incarnation == version[0]
         and (record.version == version or record.state in ("reading", "stopping"))
     )
 
@@ -127,6 +135,7 @@ class Handover:
     assignment: Holds | None = NOTHING  # None: the newest plan does not name this consumer
     view: Mapping[str, ClaimRecord | str] = field(default_factory=dict)
     view_read_at: float = float("-inf")  # when the read that gave ``view`` began (own clock)
+    # when a read that showed each (consumer, version) first returned (own clock): leases count from there
     first_seen: dict[tuple[str, object], float] = field(default_factory=dict)
     view_is_fresh: bool = False  # read after our last successful write
     predecessor: ClaimRecord | None = None
@@ -166,24 +175,33 @@ class Handover:
     # -- observations -----------------------------------------------------------------------
 
     def took_over(self, predecessor: ClaimRecord | None, now: float) -> None:
-        """This incarnation took the consumer id over; ``predecessor`` is the claim it replaced."""
+        """This incarnation took the consumer id over; ``predecessor`` is the claim it replaced.
+        Its fence notes go on in our claims (module docstring)."""
         if predecessor is not None and predecessor.incarnation != self.incarnation:
             self.predecessor, self.predecessor_since = predecessor, now
+            for holder, version in predecessor.fences.items():
+                self.fence_intents.setdefault(holder, version)
 
     def saw_plan(self, generation: int, assignment: Holds | None) -> None:
         """A plan generation and this consumer's partitions in it (None: it is not in the plan)."""
         if generation > self.plan_generation:
             self.plan_generation, self.assignment = generation, assignment
 
-    def saw_claims(self, view: Mapping[str, ClaimRecord | str], read_at: float) -> None:
+    def saw_claims(self, view: Mapping[str, ClaimRecord | str], read_at: float, returned_at: float | None = None) -> None:
         """Every consumer's newest claim, from a read to the end of the store that began at
-        ``read_at`` (own clock): it shows everything written before then. Reads may arrive
-        out of order: a view older than the last one is still true of its own time."""
-        self.view, self.view_read_at = dict(view), read_at
-        for consumer, record in self.view.items():
+        ``read_at`` and returned at ``returned_at`` (own clock; default: at once): it shows
+        everything written before it began, and maybe some of what was written while it ran.
+        Reads may arrive out of order: a view older than the last one (its read began
+        earlier) still dates the records it shows, and is otherwise ignored: deciding on it
+        would forget what the newer one showed (a fence note, say)."""
+        returned = read_at if returned_at is None else max(read_at, returned_at)
+        for consumer, record in view.items():
             key = (consumer, record.version if isinstance(record, ClaimRecord) else record)
-            # a record shown by a read that began at t was written before t: its lease counts from there
-            self.first_seen[key] = min(self.first_seen.get(key, read_at), read_at)
+            # written before the read returned, maybe after it began: its lease counts from the return
+            self.first_seen[key] = min(self.first_seen.get(key, returned), returned)
+        if read_at < self.view_read_at:
+            return
+        self.view, self.view_read_at = dict(view), read_at
         mine = self.view.get(self.consumer)
         if (isinstance(mine, ClaimRecord) and mine.incarnation != self.incarnation
                 and (self.predecessor is None or mine.version != self.predecessor.version)):
@@ -194,13 +212,16 @@ class Handover:
         if self.commits is not None and read_at >= self.commits_opened_at:
             self.commits_checked = True
 
-    def wrote(self, record: ClaimRecord, sent_at: float) -> None:
-        """Our claim write succeeded; ``sent_at`` is our clock just before it was sent.
+    def wrote(self, record: ClaimRecord, sent_at: float, returned_at: float | None = None) -> None:
+        """Our claim write succeeded; ``sent_at`` is our clock just before it was sent,
+        ``returned_at`` once it returned (default: at once).
 
         A pipeline paused between deciding to renew and sending the renewal may send it after
-        its lease ran out; by then a successor may have taken over, so that renewal must not
+        its lease ran out, and a slow write may land after it ran out; by then a successor may
+        have taken over (its read began before the renewal landed), so that renewal must not
         let the running query go on: the lease stays lapsed until the query has stopped."""
-        if (self.reading is not None or self.final_pending is not None) and sent_at >= self.deadline():
+        returned = sent_at if returned_at is None else max(sent_at, returned_at)
+        if (self.reading is not None or self.final_pending is not None) and returned >= self.deadline():
             self.lease_lapsed = True
         self.written, self.sent_at = record, sent_at
         self.view_is_fresh = False

@@ -149,7 +149,8 @@ class DirectoryClaimWriter(ClaimWriter):
             if found is None:
                 record = self._record(0, (), 1.0, "started", None)
             else:
-                record = self._record(found.generation, found.holds, found.lease, "taken over", found.committed)
+                # the fence notes too: dropped, a fenced holder could reopen its producer unseen
+                record = self._record(found.generation, found.holds, found.lease, "taken over", found.committed, found.fences)
             if files.fs.create(files.path(self.consumer, newest + 1), record.to_json().encode()):
                 self.predecessor, self._last = found, newest + 1
                 files.prune(self.consumer, self._last, self._stale_after, everything=True)

@@ -401,6 +401,18 @@ def test_claim_files_are_numbered_and_only_the_last_few_kept(tmp_path: Path) -> 
     assert (root / "claims" / "A" / f"{12:010d}.json").exists()
 
 
+def test_the_take_over_copy_keeps_the_predecessors_fence_notes(tmp_path: Path) -> None:
+    """The copy a new incarnation writes is every reader's newest claim of the id until it
+    writes its own: without the notes, a pipeline its predecessor fenced could reopen its
+    producer, find no note and commit (``consume.protocol``)."""
+    root = tmp_path / "plans"
+    store_at(root).claim_writer("B").write(2, [("t", 0)], 5.0, "reading", None, {"A": ("A1", 3)})
+    again = store_at(root).claim_writer("B")
+    copy = store_at(root).claims()["B"]
+    assert isinstance(copy, ClaimRecord) and copy.incarnation == again.incarnation and copy.state == "taken over"
+    assert copy.fences == {"A": ("A1", 3)} and copy.holds == frozenset({("t", 0)})
+
+
 def test_racing_take_overs_each_fence_the_one_before(tmp_path: Path) -> None:
     root = tmp_path / "plans"
     first = store_at(root).claim_writer("A")

@@ -171,3 +171,40 @@ def test_a_refused_claims_read_ends_the_fencer_with_the_line_naming_the_acl(tmp_
         assert not thread.is_alive() and len(ended) == 1
         with pytest.raises(StoreNotAuthorizedError, match=r"grant READ on Topic:orders\.claims\. \(prefixed\)"):
             raise ended[0]
+
+
+def test_the_fencer_counts_a_lease_from_when_a_slow_read_returned() -> None:
+    """A's renewal landed while the fencer's read ran (began 2.0, returned 3.5): the fencer
+    fences only a lease after the return, never a holder whose renewal its read raced."""
+    fencer = FencerCore()
+    held = claim("A", 5)
+    asked = claim("B", 3, "waiting", {"A": ("A1", 5)})
+    fencer.saw_claims({"A": held, "B": asked}, read_at=2.0, returned_at=3.5)
+    fencer.saw_claims({"A": held, "B": asked}, read_at=12.05)
+    assert isinstance(fencer.next(12.1), Look)
+    fencer.saw_claims({"A": held, "B": asked}, read_at=13.5)
+    assert fencer.next(13.5) == NoteFence((("A", ("A1", 5)),), "fencing A")
+
+
+def test_a_restarted_fencer_carries_its_predecessors_notes_on_and_finishes_a_fence_under_way() -> None:
+    """Fencer F1 noted a fence of C earlier and was fencing A when it stopped. F2 keeps both
+    notes (dropped, C or A could reopen a producer unseen) and fences A again before it says
+    "fenced": the note alone proves nothing about the fence."""
+    previous = ClaimRecord(FENCER, "F1", 4, 0, frozenset(), 3600.0, "fencing A", {"A": ("A1", 7), "C": ("C1", 2)})
+    fencer = FencerCore()
+    fencer.took_over(previous)
+    view = {"A": claim("A", 7), "C": claim("C", 2), FENCER: previous}
+    fencer.saw_claims(view, read_at=0.0)
+    note = fencer.next(0.0)
+    assert note == NoteFence((("A", ("A1", 7)), ("C", ("C1", 2))), "fencing A")
+    fencer.wrote(ClaimRecord(FENCER, "F2", 1, 0, frozenset(), 3600.0, note.state, dict(note.fences)))
+    assert fencer.next(0.1) == FenceCommits("A", ("A1", 7))
+    fencer.fenced("A", ("A1", 7))
+    assert fencer.next(0.2) == NoteFence((("A", ("A1", 7)), ("C", ("C1", 2))), "fenced")
+    settled = FencerCore()
+    settled.took_over(ClaimRecord(FENCER, "F1", 5, 0, frozenset(), 3600.0, "fenced", {"C": ("C1", 2)}))
+    settled.saw_claims({"C": claim("C", 2)}, read_at=0.0)
+    assert isinstance(settled.next(0.0), Look)  # nothing under way: nothing fenced again
+    settled.saw_claims({"A": claim("A", 1), "B": claim("B", 1, "waiting", {"A": ("A1", 1)}), "C": claim("C", 2)}, read_at=0.0)
+    settled.saw_claims({"A": claim("A", 1), "B": claim("B", 1, "waiting", {"A": ("A1", 1)}), "C": claim("C", 2)}, read_at=10.0)
+    assert settled.next(10.0) == NoteFence((("A", ("A1", 1)), ("C", ("C1", 2))), "fencing A")

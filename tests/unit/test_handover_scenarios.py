@@ -957,3 +957,97 @@ def test_a_final_commit_that_waits_renews_its_claim_as_soon_as_a_renewal_is_due(
     core.stopped("held")
     assert isinstance(core.next(2.99), OpenCommits)
     assert core.next(3.0) == Write(1, frozenset({P}), "stopping")
+
+
+def test_a_lease_counts_from_when_a_slow_read_returned_not_from_when_it_began() -> None:
+    """A read to the end may show a renewal written while it ran: B's read began at 2.0, A
+    renewed at 3.4 (its deadline 12.4 by its own clock), the read returned at 3.5 showing it.
+    Counted from the read's start, A's lease would be over at 12.0 while A still reads."""
+    b = Handover("B", "B1", lease=10, margin=1)
+    b.saw_plan(2, frozenset({P}))
+    mine = ClaimRecord("B", "B1", 1, 2, frozenset({P}), 10.0, "waiting")
+    b.wrote(mine, sent_at=1.0)
+    renewed = ClaimRecord("A", "A1", 5, 1, frozenset({P}), 10.0, "reading")
+    b.saw_claims({"A": renewed, "B": mine}, read_at=2.0, returned_at=3.5)
+    mine = ClaimRecord("B", "B1", 2, 2, frozenset({P}), 10.0, "waiting")
+    b.wrote(mine, sent_at=11.9)
+    b.saw_claims({"A": renewed, "B": mine}, read_at=12.05)  # a read a lease after the start still shows it
+    wait = b.next(12.1)
+    assert isinstance(wait, Wait) and [(x.holder, x.expires) for x in wait.blockers] == [("A", 13.5)]
+    b.saw_claims({"A": renewed, "B": mine}, read_at=13.5)
+    assert b.next(13.6) == Write(2, frozenset({P}), "waiting", (("A", ("A1", 5)),))  # a lease after the return
+
+
+def test_a_renewal_whose_write_returns_after_the_deadline_extends_nothing() -> None:
+    """Sent in time but landed late, a renewal may be newer than a successor's read that
+    began before it landed: the lease it was sent under has lapsed, and the reader stops."""
+    core = reading_core()  # deadline 9.0
+    core.wrote(ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading"), sent_at=3.3, returned_at=9.2)
+    action = core.next(9.3)
+    assert isinstance(action, Stop) and not action.commit and "lease lapsed" in action.reason
+    on_time = reading_core()
+    on_time.wrote(ClaimRecord("A", "A1", 2, 1, frozenset({P}), 10.0, "reading"), sent_at=3.3, returned_at=8.9)
+    assert on_time.lease_valid(9.3) and on_time.deadline() == 3.3 + 10 - 1
+
+
+def test_an_older_view_delivered_late_does_not_replace_a_newer_one() -> None:
+    """A's post-open read showed B's fence note; a read that began before it arrives late
+    without the note: deciding on it would let A's reopened producer commit."""
+    a = reading_core()
+    a.commits_lost()
+    a.commits_opened(("A1", 1), 1.0)
+    claim = ClaimRecord("A", "A1", 1, 1, frozenset({P}), 10.0, "reading")
+    noted = ClaimRecord("B", "B1", 4, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 1)})
+    a.saw_claims({"A": claim, "B": noted}, read_at=1.5)
+    a.saw_claims({"A": claim}, read_at=0.5, returned_at=1.6)  # began before the newer one
+    assert a.fenced_by() == "B"
+    action = a.next(1.7)
+    assert isinstance(action, Stop) and not action.commit and "B fenced" in action.reason
+
+
+def test_a_restarted_successor_carries_its_predecessors_fence_notes_into_its_first_claim() -> None:
+    """B1 noted a fence of A and crashed; B2's first claim, written before it read anything,
+    keeps the note: without it, A could reopen its producer, undo the fence and commit."""
+    predecessor = ClaimRecord("B", "B1", 9, 2, frozenset({P}), 10.0, "reading", {"A": ("A1", 3)})
+    b2 = Handover("B", "B2", lease=10, margin=1)
+    b2.took_over(predecessor, 0.0)
+    b2.saw_plan(2, frozenset({P}))
+    assert b2.next(0.1) == Write(2, frozenset({P}), "waiting", (("A", ("A1", 3)),))
+    b2.wrote(ClaimRecord("B", "B2", 1, 2, frozenset({P}), 10.0, "waiting", {"A": ("A1", 3)}), sent_at=0.1)
+    gone = ClaimRecord("A", "A1", 4, 2, frozenset(), 10.0, "released")  # A stopped reading: the note may go
+    b2.saw_claims({"A": gone}, read_at=0.2)
+    assert b2.next(20.0) == Write(2, frozenset({P}), "waiting", ())
+
+
+def test_a_successor_restarted_after_it_fenced_keeps_a_slow_clocked_holder_stopped() -> None:
+    """The model's schedule: A's commit fails (its producer closed), A pauses; B fences A and
+    commits further, then crashes, and B2 takes the id over. A's clock runs slow, so by it
+    its lease still runs when it resumes: only the fence note, which B2 must carry on, stops
+    A's reopened producer from moving the group's offset back."""
+    model, procs = world({P: "A"}, "A", "B")
+    model.exclusive = False  # A's clock is wrong: I1 and I7 rest on the clocks, I3 does not
+    a, b = procs["A"], procs["B"]
+    a.rate = 0.3
+    settle(model, a), settle(model, b)
+    assert batch(model, a) == "ok"
+    assert batch(model, a, fate="fail") == "failed" and a.fc.lost
+    a.paused = True
+    publish(model, {P: "B"})
+    settle(model, b)
+    model.world.now += LEASE + 0.1
+    settle(model, b)
+    assert P in reading(b) and model.own(a) < a.core.deadline()  # by A's clock, its lease runs
+    model.world.end[P] += 6
+    assert batch(model, b, records=6) == "ok"
+    b_commit = model.world.committed[P]
+    b.alive, b.query = False, None  # B crashes; B2 takes the id over
+    b2 = model.spawn("B", copy_predecessor=False)
+    settle(model, b2)
+    model.world.end[P] += 3
+    a.paused = False
+    a.reports.append((a.query.qid, _ends(a.query.stint.pos)))  # type: ignore[union-attr]
+    model.deliver(a)
+    model.observe(a)  # its loop learns the producer is gone: reopen it through the check
+    settle(model, a, see=False)
+    assert P not in reading(a) and model.world.committed[P] == b_commit
+    check(model)
