@@ -2,7 +2,9 @@
 condition replaced by another, a statement dropped. Each is one edit of the decision code;
 ``make test-mutation`` applies them one at a time and expects the protocol tests that
 ``make test`` runs to fail on every one. The first nine are the kinds the handover's proof
-once missed; the rest are the committer's producer and the fence notes.
+once missed; then the committer's producer and the fence notes; the last seven the holes a
+second reader found after that (a lease counted from a read's start, notes a restart drops,
+a late view or a late write believed).
 """
 
 from __future__ import annotations
@@ -158,5 +160,47 @@ DEFECTS = (
         PROTOCOL,
         "        why = self._replaced(now)\n        if why is not None:  # whatever the stopped query read stays uncommitted",
         "        why = None\n        if why is not None:  # whatever the stopped query read stays uncommitted",
+    ),
+    Defect(
+        "a claim's lease counts from when the read that showed it began, not when it returned",
+        PROTOCOL,
+        "        returned = read_at if returned_at is None else max(read_at, returned_at)\n",
+        "        returned = read_at\n",
+    ),
+    Defect(
+        "a renewal whose write returned after the lease lapsed extends it",
+        PROTOCOL,
+        "        returned = sent_at if returned_at is None else max(sent_at, returned_at)\n",
+        "        returned = sent_at\n",
+    ),
+    Defect(
+        "a new incarnation drops its predecessor's fence notes",
+        PROTOCOL,
+        "                self.fence_intents.setdefault(holder, version)\n",
+        "                pass\n",
+    ),
+    Defect(
+        "a fence note on a holder the view does not show is dropped",
+        PROTOCOL,
+        "    if not isinstance(record, ClaimRecord):  # not shown (nothing read yet) or unreadable: it may still read\n        return True\n",
+        "    if not isinstance(record, ClaimRecord):\n        return False\n",
+    ),
+    Defect(
+        "an older claims view delivered late replaces a newer one",
+        PROTOCOL,
+        "        if read_at < self.view_read_at:\n            return\n",
+        "",
+    ),
+    Defect(
+        "the fencer counts a lease from when its read began",
+        FENCER_MODULE,
+        "        returned = read_at if returned_at is None else max(read_at, returned_at)\n",
+        "        returned = read_at\n",
+    ),
+    Defect(
+        "a restarted fencer drops its predecessor's notes and the fence it had under way",
+        FENCER_MODULE,
+        "        if previous is None:\n            return\n        pending",
+        "        return\n        pending",
     ),
 )

@@ -101,7 +101,7 @@ DRIFT = 0.04
 MAX_PROCS = 8
 MAX_GENERATIONS = 10
 MAX_RECORDS = 3  # one micro-batch reads at most this many records of a partition
-TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage", "kafka-outage", "late-renewal")
+TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage", "kafka-outage", "late-renewal", "slow-read")
 
 TP = tuple[str, int]
 STEPS = itertools.count()  # every rule run, over all examples: the summary reports it
@@ -274,7 +274,6 @@ class HandoverModel(RuleBasedStateMachine):
         self.fencer_seq = 0
         self.fencer_rate = 1.0
         self.first_variant = 0
-        next(EXAMPLES)
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -314,7 +313,8 @@ class HandoverModel(RuleBasedStateMachine):
         )  # fmt: skip
         if predecessor is not None and copy_predecessor:  # a directory store fences by writing a copy
             proc.seq = 1
-            self.append(ClaimRecord(consumer, incarnation, 1, predecessor.generation, predecessor.holds, predecessor.lease, "taken over"))
+            copy = ClaimRecord(consumer, incarnation, 1, predecessor.generation, predecessor.holds, predecessor.lease, "taken over", dict(predecessor.fences))
+            self.append(copy)
         core.took_over(predecessor, self.own(proc))
         if w.plans:
             g = len(w.plans)
@@ -690,12 +690,19 @@ class HandoverModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def see_claims(self, data: st.DataObject) -> None:
         """A claims read that began some time ago is delivered: any prefix of the log, an older
-        one than the pipeline last saw included (reads overtaken by later reads)."""
+        one than the pipeline last saw included (reads overtaken by later reads), and the
+        last ``during`` records it shows written while it ran (it began before them)."""
+        w = self.world
         proc = self.pick(data, [p for p in self.procs if p.runs], "pipeline")
-        upto = data.draw(st.integers(0, len(self.world.log)), label="claims read up to")
-        if upto < len(self.world.log):
+        upto = data.draw(st.integers(0, len(w.log)), label="claims read up to")
+        during = data.draw(st.integers(0, upto), label="records written while the read ran")
+        if upto < len(w.log):
             self.seen("a claims view arrives late or out of order")
-        proc.core.saw_claims(self.world.view(upto), self.own(proc, self.world.read_began(upto)))
+        began = w.read_began(upto)
+        if during:
+            self.seen("a claims read shows records written while it ran")
+            began = w.log_times[upto - during - 1] if upto > during else 0.0  # the log held upto - during records
+        proc.core.saw_claims(w.view(upto), self.own(proc, began), self.own(proc))
 
     @precondition(lambda self: any(p.runs for p in self.procs))
     @rule(data=st.data())
@@ -851,6 +858,12 @@ class HandoverModel(RuleBasedStateMachine):
                         lease while the successor waits on a view read before the renewal, and
                         the successor's next step falls a whole lease after it first saw the
                         old claim (``renew_late``); then it is paused.
+        slow-read       the plan moves its partitions first; it renews while a read of the
+                        successor runs, which shows the renewal, and is paused; the successor's
+                        next step falls a whole lease after that read began (``read_slowly``).
+
+        Then, in any variant, the successor may crash once it reads and a new incarnation
+        take its id over: the fence notes must outlive the incarnation that wrote them.
         """
         if self.takeovers == 0:
             self.first_variant = data.draw(st.integers(0, len(TAKEOVERS) - 1), label="first takeover")
@@ -885,17 +898,22 @@ class HandoverModel(RuleBasedStateMachine):
         """A reader loses its lease while the plan moves its partitions; the successor fences it
         and reads; then the reader resumes while the successor reads the same partitions."""
         w = self.world
-        a = self.pick(data, self.takeover_candidates(), "holder")
+        candidates = self.takeover_candidates()
+        live = [p for p in candidates if self.live(p)]  # a holder whose lease still runs: the dangerous one
+        a = self.pick(data, live or candidates, "holder")
         assert a.query is not None
         holds = a.query.holds
         self.seen(f"takeover ({how})")
         if self.can_batch(a):
             self.run_batch(a, data, report_now=False)  # its report is still in the listener's queue
-        if how == "late-renewal":
+        if how in ("late-renewal", "slow-read"):
             moved = data.draw(st.sets(st.sampled_from(sorted(holds)), min_size=1), label="moved")
             to = data.draw(st.sampled_from([c for c in CONSUMERS if c != a.consumer]), label="successor")
             self.move(moved, to, a.consumer)  # the holder's watcher has not delivered it yet
-            self.renew_late(data, a, to)
+            if how == "late-renewal":
+                self.renew_late(data, a, to)
+            else:
+                self.read_slowly(data, a, to)
             a.paused = True
         if how in ("lost-producer", "reopen-decided"):
             self.fail_a_commit(a)
@@ -928,11 +946,14 @@ class HandoverModel(RuleBasedStateMachine):
             w.now = max(w.now, self.real(a, a.core.deadline()) + 1.0)  # time never goes back
             self.settle(a, data)
             w.down = False
-        elif how != "late-renewal":
+        elif how not in ("late-renewal", "slow-read"):
             a.paused = True
-        lapse = self.real(a, a.core.deadline()) if a.core.deadline() > float("-inf") else w.now
-        w.now = max(w.now, lapse + self.lease * 1.2 + 0.5)  # past the lease by any pipeline's clock
-        if how != "late-renewal":
+        if self.exclusive:  # past the lease by any pipeline's clock
+            lapse = self.real(a, a.core.deadline()) if a.core.deadline() > float("-inf") else w.now
+            w.now = max(w.now, lapse + self.lease * 1.2 + 0.5)
+        # with wild clocks the successor's loop below alone decides when the lease ran out: a
+        # holder with a slow clock still believes in its lease when it resumes (the notes stop it)
+        if how not in ("late-renewal", "slow-read"):
             moved = data.draw(st.sets(st.sampled_from(sorted(holds)), min_size=1), label="moved")
             to = data.draw(st.sampled_from([c for c in CONSUMERS if c != a.consumer]), label="successor")
             self.move(moved, to, a.consumer)
@@ -951,6 +972,11 @@ class HandoverModel(RuleBasedStateMachine):
             self.seen("a successor reads what it took over")
             if self.can_batch(b):
                 self.run_batch(b, _Fixed(), report_now=True)
+            if len(self.procs) < MAX_PROCS and self.takeovers % 2 == 1:  # every other takeover, not left to the draw
+                self.seen("a successor that fenced is replaced by a new incarnation")
+                b.alive, b.query, b.pending_final = False, None, None
+                b = self.spawn(to, self.takeovers % 4 == 1, data.draw(self.rates(), label="clock rate"))
+                self.settle(b, _Fixed(), 30)
         for tp in holds:  # producers keep writing: whatever the holder reads next is new
             w.end[tp] += MAX_RECORDS
         a.paused = False
@@ -974,7 +1000,7 @@ class HandoverModel(RuleBasedStateMachine):
             return
         version = a.core.written.version
         g = len(w.plans)
-        b = next((p for p in self.procs if p.consumer == to and p.runs), None)
+        b = next((p for p in self.procs if p.incarnation == w.id_owner.get(to) and p.runs), None)  # no zombie
         if b is None:
             b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
         b.core.saw_plan(g, w.assignment(g, to))
@@ -993,6 +1019,40 @@ class HandoverModel(RuleBasedStateMachine):
         if b.runs and b.decided is None and a.core.written is not None and a.core.written.version != version:
             self.seen("a successor decides a lease after it first saw a claim renewed since")
             self.perform(b, _Fixed())
+
+    def read_slowly(self, data: st.DataObject, a: Proc, to: str) -> None:
+        """The ``slow-read`` takeover's first part, once the plan has moved some of ``a``'s
+        partitions to ``to``: ``to``'s pipeline claims, reads ``a``'s claim and waits for it;
+        another read of it begins; ``a`` renews while that read runs (more than the margin
+        after it began) and is paused; the read returns showing the renewal; ``to``'s next
+        steps fall a whole lease (by its clock) after the read began. Counted from the start
+        of the read, ``a``'s lease would be over while ``a`` may still read (I7)."""
+        w = self.world
+        w.now = max(w.now, self.real(a, a.core.sent_at + a.core.renew_every))  # its renewal falls due
+        self.settle(a, _Fixed())
+        g = len(w.plans)
+        b = next((p for p in self.procs if p.incarnation == w.id_owner.get(to) and p.runs), None)  # no zombie
+        if b is None:
+            b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
+        b.core.saw_plan(g, w.assignment(g, to))
+        self.settle(b, _Fixed(), 30)  # it claims, reads the holder's claim, and waits for it
+        if not (b.runs and b.decided is None and a.runs and a.query is not None and self.live(a)):
+            return
+        began = self.own(b)
+        # the next renewal falls due three margins after the read began: beyond what drift covers
+        w.now = max(w.now + 3 * self.margin, self.real(a, a.core.sent_at + a.core.renew_every))
+        version = a.core.written.version if a.core.written is not None else None
+        self.settle(a, _Fixed())
+        if a.core.written is None or a.core.written.version == version or not self.live(a):
+            return
+        a.paused = True
+        w.now += data.draw(st.sampled_from((0.1, 2.0)), label="the read returns after")
+        if not b.runs:
+            return
+        b.core.saw_claims(w.view(len(w.log)), began, self.own(b))
+        self.seen("a successor's read shows a renewal written while it ran")
+        w.now = max(w.now, self.real(b, began + self.lease) + 0.05)
+        self.settle(b, _Fixed(), 30)
 
     # -- invariants -------------------------------------------------------------------------
 
@@ -1034,6 +1094,7 @@ class HandoverModel(RuleBasedStateMachine):
         try:
             self.liveness()
         finally:
+            next(EXAMPLES)  # hypothesis' examples only: the scripted ones never tear down
             if self.takeovers >= len(TAKEOVERS):
                 self.moments.add(f"{len(TAKEOVERS)} or more takeovers (every kind)")
             for moment in self.moments:
