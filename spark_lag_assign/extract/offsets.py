@@ -11,6 +11,7 @@ import logging
 import re
 import socket
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -288,7 +289,11 @@ def read_snapshot(path: str | Path) -> pd.DataFrame:
         # every reader keeps integers exact beside empty cells, which would otherwise make
         # the column float and round offsets beyond 2**53
         if fmt == "csv":
-            frame = pd.read_csv(path, dtype=str)
+            with warnings.catch_warnings():
+                # a row with more fields than the header: by default pandas would take the first
+                # column for an index and shift every other one, silently (index_col=False)
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                frame = pd.read_csv(path, dtype=str, index_col=False)
             for col in OFFSET_COLUMNS[1:]:
                 if col in frame.columns:
                     frame[col] = _csv_numbers(frame[col])
@@ -296,6 +301,8 @@ def read_snapshot(path: str | Path) -> pd.DataFrame:
             frame = pd.read_json(path, lines=True, engine="pyarrow", dtype_backend="numpy_nullable")
         else:
             frame = pd.read_parquet(path, dtype_backend="numpy_nullable")
+    except pd.errors.ParserWarning:
+        raise InputError(f"{path}: not a readable {fmt} snapshot: a row has more fields than the header") from None
     except (ValueError, OSError, pd.errors.ParserError) as exc:
         raise InputError(f"{path}: not a readable {fmt} snapshot: {_one_line(exc)}") from None
     return validate_offsets(frame, str(path))

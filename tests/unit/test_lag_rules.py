@@ -124,6 +124,9 @@ def test_a_snapshot_keeps_every_offset_exact_beside_partitions_without_a_commit(
         ("t0,0,0,1e0,1\nt0,1,0,9007199254740995,3\n", "end_offset 9007199254740995 at row 1 cannot be read exactly"),
         ("t0,0,0,18446744073709551616,1\n", "end_offset 18446744073709551616 at row 0 is not below 2**63"),
         ("t0,0,0,,1\n", "column end_offset must hold integers (row 0: empty)"),
+        # one field too many: pandas would take the topic for an index and shift every column
+        ("orders,3,0,10,20,15\norders,4,0,10,20\n", "not a readable csv snapshot: a row has more fields than the header"),
+        ("orders,3,0,10,20,15\n", "not a readable csv snapshot: a row has more fields than the header"),
     ],
 )
 def test_a_snapshot_cell_that_cannot_be_an_exact_offset_is_named_as_the_file_writes_it(tmp_path, body, message) -> None:
