@@ -330,12 +330,23 @@ FALLBACKS = ("no-lag-source", "no-snapshot", "stale-snapshot", "strategy-failed"
 
 class GroupMetrics:
     """A group assignor's metrics. Pass ``registry=prometheus_client.REGISTRY`` to serve them
-    with the process's other metrics; by default each assignor has a registry of its own."""
+    with the process's other metrics (once per registry: every assignor of the process then
+    shares that one object, its series labelled by assignor); by default each assignor has a
+    registry of its own."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         #: the updates that failed (each warned about once)
         self.failed: set[str] = set()
         self.registry = r = registry if registry is not None else CollectorRegistry()
+        try:
+            self._register(r)
+        except ValueError:  # prometheus_client registers a name once per registry
+            raise ConfigError(
+                "GroupMetrics: this registry holds the group assignor metrics already; "
+                "create one GroupMetrics per registry and pass it to every assignor (metrics=...)"
+            ) from None
+
+    def _register(self, r: CollectorRegistry) -> None:
         self._rebalances = Counter(PREFIX + "group_rebalances_total", "Rebalances this member led.", ("assignor",), registry=r)
         self._age = Gauge(
             PREFIX + "group_lag_snapshot_age_seconds",

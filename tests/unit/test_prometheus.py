@@ -252,3 +252,22 @@ def test_every_label_a_dashboard_query_uses_is_one_its_metrics_carry() -> None:
         used = set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)\s*\"", expr))
         used |= {label.strip() for clause in re.findall(r"\bby\s*\(([^)]*)\)", expr) for label in clause.split(",")}
         assert used <= carried, f"{expr}: labels {sorted(used - carried)} are on none of its metrics"
+
+
+def test_one_group_metrics_per_registry_shared_by_every_assignor_of_a_process() -> None:
+    """Two consumers of one process serving on the process's registry share one GroupMetrics:
+    a second on that registry is one ConfigError line saying so, not prometheus_client's
+    duplicate-timeseries traceback while the assignors are built."""
+    from prometheus_client import CollectorRegistry
+
+    from spark_lag_assign.errors import ConfigError
+
+    shared = CollectorRegistry()
+    metrics = GroupMetrics(shared)
+    with pytest.raises(ConfigError, match=r"^GroupMetrics: this registry holds the group assignor metrics already"):
+        GroupMetrics(shared)
+    metrics.rebalance("sla-lag", 1.0, None)
+    metrics.rebalance("sla-lag-cooperative", 2.0, "no-snapshot")
+    totals = {s.labels["assignor"]: s.value for f in text_string_to_metric_families(generate_latest(shared).decode())
+              for s in f.samples if s.name == PREFIX + "group_rebalances_total"}  # fmt: skip
+    assert totals == {"sla-lag": 1.0, "sla-lag-cooperative": 1.0}
