@@ -21,11 +21,14 @@ their own so that they happen in most examples, not by luck:
   variants its producer was lost before the pause (a failed commit), it had decided to
   reopen it and was paused before doing so, or a broker outage longer than the lease hit
   while its commits were in flight, or it first renewed late (within its lease) while the
-  successor waited on a view read before the renewal;
+  successor waited on a view read before the renewal, or it renewed while a read of the
+  successor ran, which showed the renewal; every other takeover, the successor is then
+  replaced by a new incarnation (its fence notes must outlive it);
 - a decision taken now and performed later (a process paused between ``next()`` and its
   effect), for every kind of action;
 - each process's clock runs at its own rate, within ``DRIFT`` of real time;
-- claim reads delivered late, and out of order (an older view after a newer one);
+- claim reads delivered late, out of order (an older view after a newer one), and showing
+  records written after the read began;
 - progress reports delivered late by the listener thread, after a stop or a lapse;
 - commits that fail, whose acknowledgement is lost (applied, reported failed), and a
   producer closed by a failure and reopened only through the handover;
