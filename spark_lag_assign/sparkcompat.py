@@ -19,11 +19,13 @@ is decided here, with the versions named:
 - Column functions: from 4.0 ``F.array_position`` takes a Column as the value, 3.5 only a
   literal; nothing in the package relies on the 4.0 form.
 - The same on every supported line, checked by ``make test-compat`` rather than assumed:
-  the ``StreamingQueryListener`` events (``onQueryIdle`` exists from 3.5.0), listener events'
-  progress objects, ``groupBy().applyInPandas`` with a declared schema, the Arrow settings
-  (``spark.sql.execution.arrow.pyspark.enabled``, ``...maxRecordsPerBatch``), the planner's
-  session settings, and the Kafka source's options (``assign``, ``startingOffsets``,
-  ``maxOffsetsPerTrigger``, ``kafka.*``).
+  ``groupBy().applyInPandas`` with a declared schema, the Arrow settings
+  (``spark.sql.execution.arrow.pyspark.enabled``, ``...maxRecordsPerBatch``) and the
+  planner's session settings. The consuming side (the ``StreamingQueryListener`` events,
+  ``onQueryIdle`` from 3.5.0, their progress objects, and the Kafka source's options
+  ``assign``, ``startingOffsets``, ``maxOffsetsPerTrigger``, ``kafka.*``) runs only where
+  Maven Central serves the whole Kafka source, 3.5.7 and 4.0.0 (README, "Versions"); on the
+  other lines it is expected to hold by Spark's compatibility promises, not tested here.
 
 This module imports no pyspark: it works on version strings, directories and the session
 object its callers hand it, so that it can be used before Spark starts and by the pure

@@ -33,7 +33,7 @@ from spark_lag_assign.testing.standalone import Shipped, StandaloneCluster, bare
 HERE = Path(__file__).resolve().parent
 ARCHIVE = jvm.REPO_ROOT / "dist" / "spark_lag_assign-env.tar.gz"
 #: what the jobs import beyond Spark: none of it may come from the workers' own Python
-NEEDED = ["pandas", "pyarrow", "numpy", "kafka", "pydantic", "tenacity", "spark_lag_assign"]
+NEEDED = ["pandas", "pyarrow", "numpy", "kafka", "pydantic", "tenacity", "prometheus_client", "spark_lag_assign"]
 
 #: scheduling slots per worker: the planner and three pipelines (1 core each) at once, plus a
 #: killed pipeline's executor until the master notices; cores are slots, not CPUs
