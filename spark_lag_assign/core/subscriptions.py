@@ -30,9 +30,21 @@ class Subscriptions(dict[str, list[str]]):
     topics, consumers in sorted order; consumers with the same topics share one list, and
     ``kinds`` maps each distinct topic list to its consumers (``distinct``'s answer), so
     that nothing downstream compares a thousand lists of ten thousand topics again.
-    Not to be mutated."""
+
+    Read-only: ``validate_subscriptions`` returns one as it is, unchecked, so a consumer
+    added or changed afterwards would skip the consumer-id rule and disagree with ``kinds``.
+    Copy it (``dict(subs)``) to build other subscriptions; a pickled one (a Spark closure)
+    is validated again where it is unpickled."""
 
     kinds: dict[tuple[str, ...], list[str]]
+
+    def _read_only(self, *args: object, **kwargs: object) -> Any:
+        raise TypeError("validated subscriptions are read-only: copy them with dict(...) and validate the copy")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return validate_subscriptions, (dict(self),)
 
 
 def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> Subscriptions:
@@ -73,7 +85,7 @@ def validate_subscriptions(subscriptions: Mapping[str, Sequence[str]]) -> Subscr
                     by_value[kind] = (normal, out.kinds[kind])
                 known = by_value[key] = by_value[kind]
             found, last = known, topics
-        out[consumer] = found[0]
+        dict.__setitem__(out, consumer, found[0])
         found[1].append(consumer)
     return out
 

@@ -218,3 +218,29 @@ def test_the_directory_store_refuses_with_the_same_line(tmp_path: Path) -> None:
 
 def test_the_fencer_is_no_consumer() -> None:
     assert consumer_id_problem(FENCER) is not None  # its claims can never be a consumer's
+
+
+def test_validated_subscriptions_are_read_only_so_no_id_skips_the_rule() -> None:
+    """``validate_subscriptions`` hands validated subscriptions back unchecked: changed in
+    place, one would reach ``assign`` with an id publishing refuses (or topics that disagree
+    with its kinds). It refuses the change; a copy is validated like any input, and a pickled
+    one (a Spark closure) comes back validated."""
+    import pickle
+
+    subs = validate_subscriptions({"b": ["t1", "t0"], "a": ["t0", "t1"]})
+    for change in (
+        lambda: subs.__setitem__("-bad.id", ["t0"]),
+        lambda: subs.update({"c": ["t0"]}),
+        lambda: subs.pop("a"),
+        lambda: subs.setdefault("c", ["t0"]),
+        lambda: subs.__delitem__("a"),
+    ):
+        with pytest.raises(TypeError, match=r"^validated subscriptions are read-only"):
+            change()
+    assert dict(subs) == {"a": ["t0", "t1"], "b": ["t0", "t1"]} and subs.kinds == {("t0", "t1"): ["a", "b"]}
+    copy = dict(subs)
+    copy["-bad.id"] = ["t0"]
+    with pytest.raises(InputError, match=r"-bad\.id"):
+        validate_subscriptions(copy)
+    again = pickle.loads(pickle.dumps(subs))
+    assert again == subs and again.kinds == subs.kinds and type(again) is type(subs)
