@@ -208,3 +208,20 @@ def test_a_restarted_fencer_carries_its_predecessors_notes_on_and_finishes_a_fen
     settled.saw_claims({"A": claim("A", 1), "B": claim("B", 1, "waiting", {"A": ("A1", 1)}), "C": claim("C", 2)}, read_at=0.0)
     settled.saw_claims({"A": claim("A", 1), "B": claim("B", 1, "waiting", {"A": ("A1", 1)}), "C": claim("C", 2)}, read_at=10.0)
     assert settled.next(10.0) == NoteFence((("A", ("A1", 1)), ("C", ("C1", 2))), "fencing A")
+
+
+def test_the_fencer_drops_a_note_once_the_holder_stopped_reading_and_reads_no_fence_into_a_copied_record() -> None:
+    """A note stays while the fenced stint may still read (``still_fenced``), then goes; and a
+    directory store's take-over copy of the fencer's record (state "taken over") is no fence
+    under way, whatever its notes name."""
+    fencer = FencerCore()
+    fencer.took_over(ClaimRecord(FENCER, "F1", 3, 0, frozenset(), 3600.0, "fenced", {"A": ("A1", 7)}))
+    released = claim("A", 8, "released")
+    view = {"A": released, "C": claim("C", 1), "B": claim("B", 2, "waiting", {"C": ("C1", 1)})}
+    fencer.saw_claims(view, read_at=0.0)
+    fencer.saw_claims(view, read_at=10.0)
+    assert fencer.next(10.0) == NoteFence((("C", ("C1", 1)),), "fencing C")  # A's note is gone
+    copied = FencerCore()
+    copied.took_over(ClaimRecord(FENCER, "F2", 1, 0, frozenset(), 3600.0, "taken over", {"er": ("er1", 2)}))
+    copied.saw_claims({"er": claim("er", 2)}, read_at=0.0)
+    assert isinstance(copied.next(0.0), Look)
