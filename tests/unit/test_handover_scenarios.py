@@ -275,10 +275,14 @@ def test_a_producer_a_failure_closed_is_reopened_only_through_the_check() -> Non
     assert batch(model, a) == "held"  # the committer waits, and never opens a producer itself
     model.observe(a)
     version = a.core.written.version  # type: ignore[union-attr]
+    model.world.now += 1.0
     assert a.core.next(model.own(a)) == OpenCommits(version)
     model.perform(a, _Fixed())
     assert a.core.next(model.own(a)) == ReadClaims()  # only a read that began after the open checks it
-    a.core.saw_claims(model.world.view(len(model.world.log)), model.own(a) - 0.001)
+    # a read that began after the last one but before the open, delivered after it
+    assert a.core.view_read_at < model.own(a) - 0.5
+    a.core.saw_claims(model.world.view(len(model.world.log)), model.own(a) - 0.5, model.own(a))
+    assert a.core.view_read_at == model.own(a) - 0.5  # taken as the newest view, yet no check of the open
     assert a.core.next(model.own(a)) == ReadClaims()
     model.perform(a, _Fixed())
     assert a.core.next(model.own(a)) == AllowCommits()
