@@ -988,6 +988,19 @@ class HandoverModel(RuleBasedStateMachine):
         if order != "loop first" and self.can_batch(a):
             self.run_batch(a, _Fixed(), report_now=order == "batch, report")
 
+    def waiting_successor(self, data: st.DataObject, to: str) -> Proc:
+        """``to``'s pipeline (the running owner of its id, never a zombie; else a new one),
+        once it saw the newest plan and acted until it waits: it claims, reads the holder's
+        claim and waits for it."""
+        w = self.world
+        b = next((p for p in self.procs if p.incarnation == w.id_owner.get(to) and p.runs), None)
+        if b is None:
+            b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
+        g = len(w.plans)
+        b.core.saw_plan(g, w.assignment(g, to))
+        self.settle(b, _Fixed(), 30)
+        return b
+
     def renew_late(self, data: st.DataObject, a: Proc, to: str) -> None:
         """The ``late-renewal`` takeover's first part, once the plan has moved some of ``a``'s
         partitions to ``to``: ``a`` renews, ``to``'s pipeline claims, reads ``a``'s claim and
@@ -1002,12 +1015,7 @@ class HandoverModel(RuleBasedStateMachine):
         if a.query is None or not a.runs or a.core.written is None or not self.live(a):
             return
         version = a.core.written.version
-        g = len(w.plans)
-        b = next((p for p in self.procs if p.incarnation == w.id_owner.get(to) and p.runs), None)  # no zombie
-        if b is None:
-            b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
-        b.core.saw_plan(g, w.assignment(g, to))
-        self.settle(b, _Fixed(), 30)  # it claims, reads the holder's claim, and waits for it
+        b = self.waiting_successor(data, to)
         seen = b.core.first_seen.get((a.consumer, version))
         if seen is None or not b.runs or b.decided is not None:
             return
@@ -1033,12 +1041,7 @@ class HandoverModel(RuleBasedStateMachine):
         w = self.world
         w.now = max(w.now, self.real(a, a.core.sent_at + a.core.renew_every))  # its renewal falls due
         self.settle(a, _Fixed())
-        g = len(w.plans)
-        b = next((p for p in self.procs if p.incarnation == w.id_owner.get(to) and p.runs), None)  # no zombie
-        if b is None:
-            b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
-        b.core.saw_plan(g, w.assignment(g, to))
-        self.settle(b, _Fixed(), 30)  # it claims, reads the holder's claim, and waits for it
+        b = self.waiting_successor(data, to)
         if not (b.runs and b.decided is None and a.runs and a.query is not None and self.live(a)):
             return
         began = self.own(b)

@@ -24,6 +24,7 @@ from tests.unit.test_handover_model import (
     WildClocks,
     _Fixed,
 )
+from tests.unit.test_handover_scenarios import check
 
 P = ("t", 0)
 FIXED: dict[str, object] = {
@@ -78,13 +79,6 @@ def schedules() -> list[Any]:
                         name = f"{model.__name__}-{how}-{restart}-A{rate}-{order.replace(', ', '+')}"
                         out.append(pytest.param(model, how, restart, rate, order, id=name))
     return out
-
-
-def check(model: HandoverModel) -> None:
-    model.one_live_reader_per_partition()
-    model.nothing_lost()
-    model.duplicates_bounded()
-    model.nothing_violated()
 
 
 @pytest.mark.parametrize(("kind", "how", "restart", "rate", "order"), schedules())
