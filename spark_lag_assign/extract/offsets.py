@@ -279,6 +279,33 @@ def _csv_numbers(cells: pd.Series) -> pd.Series:
     return cells
 
 
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A CSV snapshot with its number columns exact (``_csv_numbers``), topics as text.
+
+    pandas' C reader parses every column first; a number column that it read as integers
+    holds exactly what the file writes. Only a column that came out otherwise (an empty cell
+    makes it float, which rounds beyond 2**53; a word makes it text) is read again as text and
+    converted cell by cell. At a million rows with every offset committed this reads in about
+    0.6 s where text for every column took 2.3 s, the most of the job's lead over its floor
+    (``make bench``, "the Spark job"); ``tests/unit/test_lag_rules.py`` holds the text-only
+    reader as its oracle.
+    """
+    with warnings.catch_warnings():
+        # a row with more fields than the header: by default pandas would take the first
+        # column for an index and shift every other one, silently (index_col=False)
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        frame = pd.read_csv(path, dtype={OFFSET_COLUMNS[0]: str}, index_col=False)
+        numbers = [col for col in OFFSET_COLUMNS[1:] if col in frame.columns]
+        again = [col for col in numbers if frame[col].dtype.kind not in "iu"]
+        text = pd.read_csv(path, dtype=str, index_col=False, usecols=again) if again else None
+    for col in numbers:
+        if text is not None and col in again:
+            frame[col] = _csv_numbers(text[col])
+        else:
+            frame[col] = frame[col].astype("Int64" if frame[col].dtype.kind == "i" else "UInt64")
+    return frame
+
+
 def read_snapshot(path: str | Path) -> pd.DataFrame:
     """An offsets snapshot file (CSV, JSON lines, Parquet), validated."""
     path = Path(path)
@@ -289,14 +316,7 @@ def read_snapshot(path: str | Path) -> pd.DataFrame:
         # every reader keeps integers exact beside empty cells, which would otherwise make
         # the column float and round offsets beyond 2**53
         if fmt == "csv":
-            with warnings.catch_warnings():
-                # a row with more fields than the header: by default pandas would take the first
-                # column for an index and shift every other one, silently (index_col=False)
-                warnings.simplefilter("error", pd.errors.ParserWarning)
-                frame = pd.read_csv(path, dtype=str, index_col=False)
-            for col in OFFSET_COLUMNS[1:]:
-                if col in frame.columns:
-                    frame[col] = _csv_numbers(frame[col])
+            frame = _read_csv(path)
         elif fmt == "json":
             frame = pd.read_json(path, lines=True, engine="pyarrow", dtype_backend="numpy_nullable")
         else:

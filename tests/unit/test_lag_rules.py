@@ -9,10 +9,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from spark_lag_assign.core.lag import EARLIEST, LATEST, compute_lag
+from spark_lag_assign.core.lag import EARLIEST, LATEST, compute_lag, validate_offsets
 from spark_lag_assign.errors import InputError
-from spark_lag_assign.extract.offsets import read_snapshot
+from spark_lag_assign.extract.offsets import _csv_numbers, read_snapshot
 
 
 def offsets(*rows: tuple[str, int, int, int, int | None]) -> pd.DataFrame:
@@ -135,3 +136,44 @@ def test_a_snapshot_cell_that_cannot_be_an_exact_offset_is_named_as_the_file_wri
     with pytest.raises(InputError) as err:
         read_snapshot(path)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def read_as_text(path) -> pd.DataFrame:
+    """The oracle of the CSV reader: every column read as text, each number cell converted."""
+    frame = pd.read_csv(path, dtype=str, index_col=False)
+    for col in ("partition", "beginning_offset", "end_offset", "committed_offset"):
+        if col in frame.columns:
+            frame[col] = _csv_numbers(frame[col])
+    return validate_offsets(frame, str(path))
+
+
+# cells the C reader parses as integers, floats, text or nothing, around the limits that matter
+CELLS = st.one_of(
+    st.integers(0, 2**20).map(str),
+    st.sampled_from([2**31 - 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -1]).map(str),
+    st.sampled_from(["", "NA", "null", "1e0", "1.0", "+7", "007", " 5", "inf", "x", "nan"]),
+)
+ROWS = st.lists(st.tuples(st.sampled_from(["t0", "t1", "007", "NA", ""]), CELLS, CELLS, CELLS, CELLS), max_size=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=ROWS, uniform=st.booleans())
+def test_a_csv_snapshot_reads_as_when_every_column_is_read_as_text(tmp_path, rows, uniform) -> None:
+    """The reader parses numbers in C and reads a column again as text only where it must; the
+    frame, or the one-line refusal, is the same as reading everything as text."""
+    if uniform:  # most snapshots: every cell of a column a plain integer, the fast path's case
+        rows = [(t, str(i), "0", str(10 + i), str(i)) for i, (t, *_) in enumerate(rows)]
+    path = tmp_path / "s.csv"
+    path.write_text(SNAPSHOT_HEADER + "".join(",".join(r) + "\n" for r in rows))
+    try:
+        expected: pd.DataFrame | str = read_as_text(path)
+    except InputError as exc:
+        expected = str(exc)
+    try:
+        got: pd.DataFrame | str = read_snapshot(path)
+    except InputError as exc:
+        got = str(exc)
+    if isinstance(expected, str) or isinstance(got, str):
+        assert got == expected
+    else:
+        pd.testing.assert_frame_equal(got, expected)
