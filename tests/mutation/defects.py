@@ -4,7 +4,7 @@ condition replaced by another, a statement dropped. Each is one edit of the deci
 ``make test`` runs to fail on every one. The first nine are the kinds the handover's proof
 once missed; then the committer's producer and the fence notes; the last seven the holes a
 second reader found after that (a lease counted from a read's start, notes a restart drops,
-a late view or a late write believed).
+a late view or a late write believed); the last three the follower's own lease checks.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 PROTOCOL = "spark_lag_assign/consume/protocol.py"
 COMMITTER = "spark_lag_assign/consume/kafka_commit.py"
 FENCER_MODULE = "spark_lag_assign/consume/fencer.py"
+FOLLOWER = "spark_lag_assign/consume/follower.py"
+READING = "spark_lag_assign/consume/reading.py"
 
 
 @dataclass(frozen=True)
@@ -202,5 +204,23 @@ DEFECTS = (
         FENCER_MODULE,
         "        if previous is None:\n            return\n        pending",
         "        return\n        pending",
+    ),
+    Defect(
+        "a sink's batch is written without checking the lease",
+        FOLLOWER,
+        "        if core is None or core.reading is None or not core.lease_valid(self.clock()):\n",
+        "        if core is None or core.reading is None:\n",
+    ),
+    Defect(
+        "the lease guard never stops a query",
+        READING,
+        "            if run not in self._lapse_stopped and query.isActive:\n",
+        "            if False:\n",
+    ),
+    Defect(
+        "the loop does not learn that the guard stopped its query",
+        FOLLOWER,
+        "            core.lease_lapsed = True  # the guard stopped it",
+        "            pass  # the guard stopped it",
     ),
 )

@@ -1,10 +1,11 @@
 """``make test-mutation``: how many deliberate defects of the handover's decision code the
 protocol tests that ``make test`` runs catch.
 
-1. mutmut (``[tool.mutmut]`` in pyproject.toml) mutates ``consume/protocol.py``,
-   ``consume/gate.py``, ``consume/committer.py`` and ``consume/kafka_commit.py`` one
-   change at a time and runs the selected tests against each mutant (hypothesis' ci
-   examples, without shrinking);
+1. mutmut (``[tool.mutmut]`` in pyproject.toml) mutates the decision modules
+   (``consume/protocol.py``, ``gate.py``, ``fencer.py``, ``committer.py``,
+   ``kafka_commit.py``) and the follower's lease checks (``SCOPE``) one change at a time
+   and runs the selected tests against each mutant (hypothesis' ci examples, without
+   shrinking);
 2. the hand-written defects of ``tests/mutation/defects.py`` (whole checks removed, which
    mutmut does not write) are applied one at a time and the same tests run;
 3. every surviving mutant must be named in ``tests/mutation/equivalent.md`` with the
@@ -24,6 +25,7 @@ mutants not run yet are counted as such.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import re
 import shutil
 import subprocess
@@ -31,11 +33,21 @@ import sys
 import time
 import tomllib
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 from tests.mutation.defects import DEFECTS
 
 REPO = Path(__file__).resolve().parents[2]
+#: the mutants that are run and counted (fnmatch patterns of mutmut's names): every function of
+#: the decision modules, and of ``follower.py`` and ``reading.py`` (which mutmut mutates
+#: whole) only the lease checks: the rest of those is Spark, store and Kafka glue that the
+#: integration tests drive, not a decision
+SCOPE = (
+    *(f"spark_lag_assign.consume.{module}.*" for module in ("protocol", "gate", "fencer", "committer", "kafka_commit")),
+    *(f"spark_lag_assign.consume.follower.xǁPlanFollowerǁ{f}__mutmut_*" for f in ("lease_valid", "write_batch", "_observe")),
+    *(f"spark_lag_assign.consume.reading.xǁRunningQueryǁ{f}__mutmut_*" for f in ("guard", "lapse_stopped")),
+)
 EQUIVALENT = REPO / "tests" / "mutation" / "equivalent.md"
 MUTANT = re.compile(r"spark_lag_assign(?:\.\w+)+\.x\S*?__mutmut_\d+")
 
@@ -54,20 +66,28 @@ def copy_checkout(work: Path) -> None:
             shutil.copy2(source, target)
 
 
-def run_mutmut(work: Path, max_children: int, log: Path) -> dict[str, str]:
-    """mutant name -> status (killed, survived, timeout, no tests, ...)."""
-    with log.open("w") as out:
-        subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)], cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False)
+def run_mutmut(work: Path, max_children: int, log: Path, resume: bool) -> dict[str, str]:
+    """mutant name -> status (killed, survived, timeout, no tests, ...) of the mutants in
+    ``SCOPE``; ``resume``: only those an earlier run in ``work`` left unchecked (mutmut reruns
+    every mutant it is given by name)."""
+    names: Sequence[str] = SCOPE
+    if resume and (work / "mutants").exists():
+        names = [n for n, status in mutmut_results(work, log).items() if status == "not checked"]
+    if names:
+        with log.open("a" if resume else "w") as out:
+            command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *names]
+            subprocess.run(command, cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False)
     return mutmut_results(work, log)
 
 
 def mutmut_results(work: Path, log: Path) -> dict[str, str]:
-    """What mutmut keeps in ``work``: mutant name -> status ("not checked" for one not run yet)."""
+    """What mutmut keeps in ``work`` of the mutants in ``SCOPE``: mutant name -> status
+    ("not checked" for one not run yet)."""
     listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work, capture_output=True, text=True, check=True)
     found: dict[str, str] = {}
     for line in listing.stdout.splitlines():
         name, _, status = line.strip().rpartition(": ")
-        if name.startswith("spark_lag_assign."):
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in SCOPE):
             found[name] = status
     if not found:
         raise SystemExit(f"mutmut produced no results; see {log}")
@@ -161,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     statuses: dict[str, str] = {}
     if not args.defects_only:
         print(f"mutmut on the decision code (log: {args.workdir / 'mutmut.log'}) ...", flush=True)
-        statuses = run_mutmut(work, args.max_children, args.workdir / "mutmut.log")
+        statuses = run_mutmut(work, args.max_children, args.workdir / "mutmut.log", resume=args.keep)
     print("hand-written defects ...", flush=True)
     defects = run_defects(work)
     ok = report(statuses, defects, work, args.workdir / "report.md")
