@@ -4,6 +4,7 @@ ones are refused in one line before anything is sent or remembered (no Spark, no
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from spark_lag_assign.consume.commits import kafka_wait_ms
 from spark_lag_assign.errors import CommitFencedError, InputError
 
 
-def follower(tmp_path: Path) -> PlanFollower:
+def follower(tmp_path: Path, **settings: Any) -> PlanFollower:
+    """Consumer A of a directory store, without Spark (nothing here starts a query)."""
     return PlanFollower(
         None,  # type: ignore[arg-type]  # never reached: write_batch checks its input first
         str(tmp_path / "store"),
@@ -21,6 +23,7 @@ def follower(tmp_path: Path) -> PlanFollower:
         lambda stream, checkpoint: None,  # type: ignore[arg-type,return-value]
         checkpoint_root=str(tmp_path / "checkpoints"),
         kafka_options={"kafka.bootstrap.servers": "127.0.0.1:1"},
+        **settings,
     )
 
 

@@ -25,6 +25,7 @@ from spark_lag_assign.consume import PlanFollower
 from spark_lag_assign.consume.protocol import Handover
 from spark_lag_assign.errors import CommitFencedError, KafkaCommitError, ReadNotAuthorizedError
 from spark_lag_assign.store.base import ClaimRecord
+from tests.unit.test_follower_input import follower as input_follower
 
 P = ("t", 0)
 LEASE = 30.0
@@ -81,16 +82,7 @@ def reading_core() -> Handover:
 
 
 def follower(tmp_path: Path, clock: Clock, core: Handover | None = None) -> PlanFollower:
-    f = PlanFollower(
-        None,  # type: ignore[arg-type]  # no Spark: nothing here starts a query
-        str(tmp_path / "store"),
-        "A",
-        lambda stream, checkpoint: None,  # type: ignore[arg-type,return-value]
-        checkpoint_root=str(tmp_path / "checkpoints"),
-        kafka_options={"kafka.bootstrap.servers": "127.0.0.1:1"},
-        lease=LEASE,
-        clock=clock,
-    )
+    f = input_follower(tmp_path, lease=LEASE, clock=clock)
     f._core = core
     return f
 
