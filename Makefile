@@ -54,7 +54,7 @@ test-compat: venv ## the other Spark lines, each in .venv-compat/<version>: 3.5.
 test-protocol: venv ## the handover protocol's state machine under hypothesis' thorough profile (~100k steps)
 	$(PY) -m pytest -q tests/unit/test_handover_model.py tests/unit/test_handover_scenarios.py --hypothesis-profile=unit-thorough
 
-test-mutation: venv ## mutation score of the handover's decision code against the protocol tests of `make test` (ten to twenty minutes on 2 cores; out/mutation/report.md)
+test-mutation: venv ## mutation score of the handover's decision code and the follower's lease checks against the protocol tests of `make test` (about 25 minutes on 2 cores; out/mutation/report.md)
 	$(PY) -m tests.mutation.run
 
 test-thorough: venv ## the pure suite with every hypothesis property at 10,000 examples (bug hunting; long, not in CI)
