@@ -294,7 +294,9 @@ def _read_csv(path: Path) -> pd.DataFrame:
         # a row with more fields than the header: by default pandas would take the first
         # column for an index and shift every other one, silently (index_col=False)
         warnings.simplefilter("error", pd.errors.ParserWarning)
-        frame = pd.read_csv(path, dtype={OFFSET_COLUMNS[0]: str}, index_col=False)
+        # the whole file at once: read in chunks, a column whose chunks differ in type comes
+        # out mixed, with a DtypeWarning instead of the cell's one-line error
+        frame = pd.read_csv(path, dtype={OFFSET_COLUMNS[0]: str}, index_col=False, low_memory=False)
         numbers = [col for col in OFFSET_COLUMNS[1:] if col in frame.columns]
         again = [col for col in numbers if frame[col].dtype.kind not in "iu"]
         text = pd.read_csv(path, dtype=str, index_col=False, usecols=again) if again else None

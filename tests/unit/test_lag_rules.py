@@ -177,3 +177,14 @@ def test_a_csv_snapshot_reads_as_when_every_column_is_read_as_text(tmp_path, row
         assert got == expected
     else:
         pd.testing.assert_frame_equal(got, expected)
+
+
+def test_a_bad_cell_far_into_a_large_snapshot_is_named_in_one_line(tmp_path) -> None:
+    """pandas reads a large file in chunks; a column whose type changes in a later chunk must
+    still give the cell's one line, not a warning about mixed types."""
+    path = tmp_path / "s.csv"
+    rows = "".join(f"t,{i},0,5,1\n" for i in range(140_000))
+    path.write_text(SNAPSHOT_HEADER + rows + "t,140000,0,5,x\n")
+    with pytest.raises(InputError) as err:
+        read_snapshot(path)
+    assert str(err.value) == f"{path}: column committed_offset must hold integers (row 140000: 'x')"
