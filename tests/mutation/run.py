@@ -17,6 +17,9 @@ equivalent survived, or a hand-written defect was not caught.
 
     python -m tests.mutation.run [--max-children N] [--defects-only] [--keep] [--report-only]
 
+A complete run also records its report in ``tests/mutation/last-run.md``, whose score the
+pure suite's summary prints (``tests/unit/conftest.py``).
+
 ``--report-only`` writes the report from the results mutmut keeps in the work copy (a run
 stopped part-way, or one continued with ``mutmut run`` there), without running anything;
 mutants not run yet are counted as such.
@@ -49,6 +52,7 @@ SCOPE = (
     *(f"spark_lag_assign.consume.reading.xǁRunningQueryǁ{f}__mutmut_*" for f in ("guard", "lapse_stopped")),
 )
 EQUIVALENT = REPO / "tests" / "mutation" / "equivalent.md"
+LAST_RUN = REPO / "tests" / "mutation" / "last-run.md"
 MUTANT = re.compile(r"spark_lag_assign(?:\.\w+)+\.x\S*?__mutmut_\d+")
 
 
@@ -176,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = report(statuses, [], work, args.workdir / "report.md")
         print(f"report: {args.workdir / 'report.md'}")
         return 0 if ok else 1
+    began = time.monotonic()
     if not (args.keep and work.exists()):
         copy_checkout(work)
     statuses: dict[str, str] = {}
@@ -186,7 +191,19 @@ def main(argv: list[str] | None = None) -> int:
     defects = run_defects(work)
     ok = report(statuses, defects, work, args.workdir / "report.md")
     print(f"report: {args.workdir / 'report.md'}")
+    if statuses and "not checked" not in statuses.values():
+        record(args.workdir / "report.md", time.monotonic() - began)
     return 0 if ok else 1
+
+
+def record(report_path: Path, seconds: float) -> None:
+    """A complete run's report becomes ``LAST_RUN`` (committed; ``make test`` prints its score)."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True, check=True)
+    where = head.stdout.strip() + (" with uncommitted changes" if dirty.stdout.strip() else "")
+    stamp = f"`make test-mutation` on {where}, {time.strftime('%Y-%m-%d')}, {seconds / 60:.0f} minutes.\n\n"
+    LAST_RUN.write_text(stamp + report_path.read_text())
+    print(f"recorded: {LAST_RUN.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

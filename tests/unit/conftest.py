@@ -21,3 +21,14 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     )
     for moment, count in sorted(model.COVERAGE.items(), key=lambda kv: (-kv[1], kv[0])):
         terminalreporter.write_line(f"  {count / examples:6.1%}  of examples: {moment}")
+    # the other measure of the proof: how many deliberate defects these tests catch, from the
+    # last complete `make test-mutation` (too long for every run; it records its report)
+    from pathlib import Path
+
+    last = Path(__file__).resolve().parents[1] / "mutation" / "last-run.md"
+    if last.exists():
+        lines = last.read_text().splitlines()
+        score = [line for line in lines if line.startswith(("mutmut:", "score:", "hand-written defects:"))]
+        terminalreporter.write_line(f"mutation, {lines[0].strip('.')} (tests/mutation/last-run.md):")
+        for line in score:
+            terminalreporter.write_line(f"  {line}")
