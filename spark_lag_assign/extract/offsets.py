@@ -297,14 +297,12 @@ def _read_csv(path: Path) -> pd.DataFrame:
         # the whole file at once: read in chunks, a column whose chunks differ in type comes
         # out mixed, with a DtypeWarning instead of the cell's one-line error
         frame = pd.read_csv(path, dtype={OFFSET_COLUMNS[0]: str}, index_col=False, low_memory=False)
-        numbers = [col for col in OFFSET_COLUMNS[1:] if col in frame.columns]
-        again = [col for col in numbers if frame[col].dtype.kind not in "iu"]
-        text = pd.read_csv(path, dtype=str, index_col=False, usecols=again) if again else None
-    for col in numbers:
-        if text is not None and col in again:
-            frame[col] = _csv_numbers(text[col])
-        else:
-            frame[col] = frame[col].astype("Int64" if frame[col].dtype.kind == "i" else "UInt64")
+        # integer columns stay as read: ``validate_offsets`` gives every column its dtype
+        again = [col for col in OFFSET_COLUMNS[1:] if col in frame.columns and frame[col].dtype.kind not in "iu"]
+        if again:
+            text = pd.read_csv(path, dtype=str, index_col=False, usecols=again)
+            for col in again:
+                frame[col] = _csv_numbers(text[col])
     return frame
 
 
