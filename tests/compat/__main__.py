@@ -37,7 +37,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.compat import plans
@@ -80,6 +80,8 @@ class Outcome:
     passed: int = 0
     failed: int = 0
     lines: list[str] | None = None
+    #: the failed tests by name, repeated at the very end (CI may show only the output's last lines)
+    failures: list[str] = field(default_factory=list)
 
     def add(self, passed: int, failed: int, line: str) -> None:
         self.passed += passed
@@ -147,6 +149,21 @@ def pytest_counts(report: Path) -> tuple[int, int]:
     return tests - bad - skipped, bad + skipped  # a skip here is a prerequisite missing: it counts as a failure
 
 
+def pytest_failures(report: Path) -> list[str]:
+    """One line per failed, errored or skipped test of pytest's JUnit XML: its id and its message's first line."""
+    if not report.is_file():
+        return []
+    lines = []
+    for case in ET.parse(report).getroot().iter("testcase"):
+        for kind in ("failure", "error", "skipped"):
+            found = case.find(kind)
+            if found is not None:
+                message = (found.get("message") or found.text or "").strip().splitlines()
+                name = f"{case.get('classname', '')}::{case.get('name', '')}"
+                lines.append(f"{kind} {name}: {message[0][:300] if message else '(no message)'}")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.compat", description=__doc__.splitlines()[0])
     parser.add_argument("--versions", help="comma-separated subset of the matrix (default: all)")
@@ -192,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     failed = 1
                 outcome.add(passed, failed, f"compat: {row.version}: {' '.join(selected)}: {passed} passed, {failed} failed "
                                             f"in {time.monotonic() - t0:.0f}s (log {log.relative_to(REPO)})")  # fmt: skip
+                outcome.failures += [f"{row.version}: {line}" for line in pytest_failures(report)]
             else:
                 say(f"{row.version}: no tests here: `make test` ran every test on it (the default .venv)")
             written[row.version] = {}
@@ -224,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     outcome.add(1, 0, f"compat: {strategy} plan of PySpark {row.version}: {n} documents byte-identical to {reference}'s")
 
     say(f"{len(rows)} versions in {time.monotonic() - began:.0f}s")
+    for line in outcome.failures:
+        say(line)
     print(f"compat: {outcome.passed} passed, {outcome.failed} failed", flush=True)
     return 0 if outcome.failed == 0 and outcome.passed > 0 else 1
 

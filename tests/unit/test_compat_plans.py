@@ -53,3 +53,26 @@ def test_a_partition_with_another_owner_is_a_difference_named_by_file(tmp_path: 
 def test_a_generation_without_plan_json_is_an_error_not_an_empty_match(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no plan\.json of generation 1"):
         plans.documents(tmp_path)
+
+
+def test_a_failed_test_is_named_by_id_and_message_from_pytests_junit_report(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.compat.__main__ import pytest_counts, pytest_failures
+
+    (tmp_path / "test_sample.py").write_text(
+        "def test_fine():\n    pass\n\n\ndef test_broken():\n    assert 1 == 2, 'the offsets went backwards'\n"
+    )
+    report = tmp_path / "report.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "test_sample.py"],
+        cwd=tmp_path,
+        capture_output=True,
+    )
+    assert done.returncode == 1
+    assert pytest_counts(report) == (1, 1)
+    [line] = pytest_failures(report)
+    assert line.startswith("failure test_sample::test_broken: ")
+    assert "the offsets went backwards" in line
+    assert pytest_failures(tmp_path / "missing.xml") == []
