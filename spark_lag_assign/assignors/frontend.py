@@ -242,24 +242,23 @@ def problem(
     **options: Any,
 ) -> GroupProblem:
     """The ``GroupProblem`` that ``assign`` hands the strategy: validated, sorted, encoded."""
-    return _problem(lags, subscriptions, strategy, previous, seed, options)[0]
+    return _problem(lags, subscriptions, get_strategy(strategy), previous, seed, options)[0]
 
 
 def _problem(
     lags: pd.DataFrame,
     subscriptions: Mapping[str, Sequence[str]],
-    strategy: str,
+    spec: Strategy,
     previous: pd.DataFrame | None,
     seed: int,
     options: Mapping[str, Any],
 ) -> tuple[GroupProblem, np.ndarray | None]:
-    spec = get_strategy(strategy)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer):  # 2.9 would silently plan with 2
         raise StrategyError(f"seed must be a whole number, not {seed!r}")
     unknown = sorted(set(options) - set(spec.options))
     if unknown:
         raise StrategyError(
-            f"strategy {strategy!r} takes no option {', '.join(unknown)}"
+            f"strategy {spec.name!r} takes no option {', '.join(unknown)}"
             + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
         )
     subs = validate_subscriptions(subscriptions)
@@ -306,9 +305,10 @@ def _plan(
     seed: int,
     options: Mapping[str, Any],
 ) -> _Planned:
-    group, positions = _problem(lags, subscriptions, strategy, previous, seed, options)
+    spec = get_strategy(strategy)  # looked up once: an unknown name fails before the input is read
+    group, positions = _problem(lags, subscriptions, spec, previous, seed, options)
     codes = group.codes()
-    owner_codes = run_codes(get_strategy(strategy), group)
+    owner_codes = run_codes(spec, group)
     check_owner_codes(owner_codes, codes.row_topic, group.partitions, codes.index)
     return _Planned(positions, group, owner_codes)
 
