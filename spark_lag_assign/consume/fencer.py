@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from spark_lag_assign.consume.protocol import still_fenced
+from spark_lag_assign.consume.protocol import date_claims, still_fenced
 from spark_lag_assign.store.base import FENCER, ClaimRecord, Store, Version
 
 log = logging.getLogger(__name__)
@@ -111,11 +111,7 @@ class FencerCore:
         (own clock; default: at once): a record it shows may have been written while it ran,
         so its lease counts from the return (``protocol.Handover.saw_claims``)."""
         self.view, self.view_read_at = dict(view), read_at
-        returned = read_at if returned_at is None else max(read_at, returned_at)
-        for consumer, record in self.view.items():
-            if isinstance(record, ClaimRecord):
-                key = (consumer, record.version)
-                self.first_seen[key] = min(self.first_seen.get(key, returned), returned)
+        date_claims(self.first_seen, self.view, read_at, returned_at)
 
     def wrote(self, record: ClaimRecord) -> None:
         self.written = record

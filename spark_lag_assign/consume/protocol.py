@@ -100,6 +100,29 @@ def still_fenced(view: Mapping[str, ClaimRecord | str], holder: str, version: Ve
     )
 
 
+def returned_by(began: float, returned_at: float | None) -> float:
+    """When a store call that began at ``began`` returned (own clock; None: at once). What the
+    call shows or did may date from any moment while it ran, so a lease that it dates counts
+    from here, never from ``began``: the later of the two."""
+    return began if returned_at is None else max(began, returned_at)
+
+
+def date_claims(
+    first_seen: dict[tuple[str, Version], float], view: Mapping[str, ClaimRecord | str], read_at: float,
+    returned_at: float | None,
+) -> None:  # fmt: skip
+    """Date each claim of ``view`` (a read to the end of the store that began at ``read_at``
+    and returned at ``returned_at``) into ``first_seen``, keyed by (consumer, version): a claim
+    written while the read ran may be that new, so its lease counts from the read's return,
+    and the earliest return that showed it stands. The one dating rule of ``Handover`` and of
+    the fencer (``fencer.FencerCore``)."""
+    returned = returned_by(read_at, returned_at)
+    for consumer, record in view.items():
+        if isinstance(record, ClaimRecord):  # an unreadable record has no lease to date
+            key = (consumer, record.version)
+            first_seen[key] = min(first_seen.get(key, returned), returned)
+
+
 # -- the state machine ----------------------------------------------------------------------
 
 
@@ -136,7 +159,7 @@ class Handover:
     view: Mapping[str, ClaimRecord | str] = field(default_factory=dict)
     view_read_at: float = float("-inf")  # when the read that gave ``view`` began (own clock)
     # when a read that showed each (consumer, version) first returned (own clock): leases count from there
-    first_seen: dict[tuple[str, object], float] = field(default_factory=dict)
+    first_seen: dict[tuple[str, Version], float] = field(default_factory=dict)
     view_is_fresh: bool = False  # read after our last successful write
     predecessor: ClaimRecord | None = None
     predecessor_since: float = 0.0
@@ -194,11 +217,7 @@ class Handover:
         Reads may arrive out of order: a view older than the last one (its read began
         earlier) still dates the records it shows, and is otherwise ignored: deciding on it
         would forget what the newer one showed (a fence note, say)."""
-        returned = read_at if returned_at is None else max(read_at, returned_at)
-        for consumer, record in view.items():
-            key = (consumer, record.version if isinstance(record, ClaimRecord) else record)
-            # written before the read returned, maybe after it began: its lease counts from the return
-            self.first_seen[key] = min(self.first_seen.get(key, returned), returned)
+        date_claims(self.first_seen, view, read_at, returned_at)
         if read_at < self.view_read_at:
             return
         self.view, self.view_read_at = dict(view), read_at
@@ -220,7 +239,7 @@ class Handover:
         its lease ran out, and a slow write may land after it ran out; by then a successor may
         have taken over (its read began before the renewal landed), so that renewal must not
         let the running query go on: the lease stays lapsed until the query has stopped."""
-        returned = sent_at if returned_at is None else max(sent_at, returned_at)
+        returned = returned_by(sent_at, returned_at)
         if (self.reading is not None or self.final_pending is not None) and returned >= self.deadline():
             self.lease_lapsed = True
         self.written, self.sent_at = record, sent_at

@@ -2,9 +2,10 @@
 condition replaced by another, a statement dropped. Each is one edit of the decision code;
 ``make test-mutation`` applies them one at a time and expects the protocol tests that
 ``make test`` runs to fail on every one. The first nine are the kinds the handover's proof
-once missed; then the committer's producer and the fence notes; the last seven the holes a
-second reader found after that (a lease counted from a read's start, notes a restart drops,
-a late view or a late write believed); the last three the follower's own lease checks.
+once missed; then the committer's producer and the fence notes; then eight holes a second
+reader found after that (a lease counted from a read's start, by each caller and by the one
+dating rule they share, notes a restart drops, a late view or a late write believed); the
+last three the follower's own lease checks.
 """
 
 from __future__ import annotations
@@ -166,14 +167,20 @@ DEFECTS = (
     Defect(
         "a claim's lease counts from when the read that showed it began, not when it returned",
         PROTOCOL,
-        "        returned = read_at if returned_at is None else max(read_at, returned_at)\n",
-        "        returned = read_at\n",
+        "        date_claims(self.first_seen, view, read_at, returned_at)\n",
+        "        date_claims(self.first_seen, view, read_at, None)\n",
     ),
     Defect(
         "a renewal whose write returned after the lease lapsed extends it",
         PROTOCOL,
-        "        returned = sent_at if returned_at is None else max(sent_at, returned_at)\n",
+        "        returned = returned_by(sent_at, returned_at)\n",
         "        returned = sent_at\n",
+    ),
+    Defect(
+        "the shared dating rule counts from when a store call began, not when it returned",
+        PROTOCOL,
+        "    return began if returned_at is None else max(began, returned_at)\n",
+        "    return began\n",
     ),
     Defect(
         "a new incarnation drops its predecessor's fence notes",
@@ -196,8 +203,8 @@ DEFECTS = (
     Defect(
         "the fencer counts a lease from when its read began",
         FENCER_MODULE,
-        "        returned = read_at if returned_at is None else max(read_at, returned_at)\n",
-        "        returned = read_at\n",
+        "        date_claims(self.first_seen, self.view, read_at, returned_at)\n",
+        "        date_claims(self.first_seen, self.view, read_at, None)\n",
     ),
     Defect(
         "a restarted fencer drops its predecessor's notes and the fence it had under way",
