@@ -80,13 +80,16 @@ class Outcome:
     passed: int = 0
     failed: int = 0
     lines: list[str] | None = None
-    #: the failed tests by name, repeated at the very end (CI may show only the output's last lines)
+    #: every failed step, and each failed test by name, repeated at the very end (CI may show
+    #: only the output's last lines)
     failures: list[str] = field(default_factory=list)
 
     def add(self, passed: int, failed: int, line: str) -> None:
         self.passed += passed
         self.failed += failed
         (self.lines if self.lines is not None else []).append(line)
+        if failed:
+            self.failures.append(line.removeprefix("compat: "))
         print(line, flush=True)
 
 
@@ -150,17 +153,22 @@ def pytest_counts(report: Path) -> tuple[int, int]:
 
 
 def pytest_failures(report: Path) -> list[str]:
-    """One line per failed, errored or skipped test of pytest's JUnit XML: its id and its message's first line."""
+    """One line per failed, errored or skipped test of pytest's JUnit XML: where it is (class or
+    module, and name) and why: the message's first line, or for a generic message (a module
+    that fails to import is only "collection failure") the traceback's last ``E`` line."""
     if not report.is_file():
         return []
     lines = []
     for case in ET.parse(report).getroot().iter("testcase"):
         for kind in ("failure", "error", "skipped"):
             found = case.find(kind)
-            if found is not None:
-                message = (found.get("message") or found.text or "").strip().splitlines()
-                name = f"{case.get('classname', '')}::{case.get('name', '')}"
-                lines.append(f"{kind} {name}: {message[0][:300] if message else '(no message)'}")
+            if found is None:
+                continue
+            message = (found.get("message") or "").strip().splitlines()
+            raised = [line.strip()[1:].strip() for line in (found.text or "").splitlines() if line.strip().startswith("E ")]
+            why = raised[-1] if raised and (not message or message[0] == "collection failure") else (message or ["(no message)"])[0]
+            where = "::".join(part for part in (case.get("classname"), case.get("name")) if part)
+            lines.append(f"{kind} {where}: {why[:300]}")
     return lines
 
 

@@ -55,7 +55,7 @@ def test_a_generation_without_plan_json_is_an_error_not_an_empty_match(tmp_path:
         plans.documents(tmp_path)
 
 
-def test_a_failed_test_is_named_by_id_and_message_from_pytests_junit_report(tmp_path: Path) -> None:
+def test_a_failed_test_is_named_with_its_reason_from_pytests_junit_report(tmp_path: Path) -> None:
     import subprocess
     import sys
 
@@ -64,15 +64,27 @@ def test_a_failed_test_is_named_by_id_and_message_from_pytests_junit_report(tmp_
     (tmp_path / "test_sample.py").write_text(
         "def test_fine():\n    pass\n\n\ndef test_broken():\n    assert 1 == 2, 'the offsets went backwards'\n"
     )
+    (tmp_path / "test_unimportable.py").write_text("import pyspark_of_another_line\n")
     report = tmp_path / "report.xml"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "test_sample.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", "--continue-on-collection-errors",
+         "test_sample.py", "test_unimportable.py"],
         cwd=tmp_path,
         capture_output=True,
-    )
+    )  # fmt: skip
     assert done.returncode == 1
-    assert pytest_counts(report) == (1, 1)
-    [line] = pytest_failures(report)
-    assert line.startswith("failure test_sample::test_broken: ")
-    assert "the offsets went backwards" in line
+    assert pytest_counts(report) == (1, 2)
+    unimportable, broken = sorted(pytest_failures(report))  # "error ..." sorts first
+    assert unimportable.startswith("error test_unimportable: ") and "No module named 'pyspark_of_another_line'" in unimportable
+    assert broken.startswith("failure test_sample::test_broken: ") and "the offsets went backwards" in broken
     assert pytest_failures(tmp_path / "missing.xml") == []
+
+
+def test_every_failed_step_is_repeated_at_the_end(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.compat.__main__ import Outcome
+
+    outcome = Outcome(lines=[])
+    outcome.add(5, 0, "compat: 3.5.7: tests: 5 passed, 0 failed")
+    outcome.add(0, 1, "compat: 3.5.7: the offline plan (lag) failed; see plan-lag.log")
+    assert outcome.failures == ["3.5.7: the offline plan (lag) failed; see plan-lag.log"]
+    assert (outcome.passed, outcome.failed) == (5, 1)
