@@ -109,7 +109,7 @@ class FencerCore:
     def saw_claims(self, view: Mapping[str, ClaimRecord | str], read_at: float, returned_at: float | None = None) -> None:
         """Every claim, from a read that began at ``read_at`` and returned at ``returned_at``
         (own clock; default: at once): a record it shows may have been written while it ran,
-        so its lease counts from the return (``protocol.Handover.saw_claims``)."""
+        so its lease counts from the return (``protocol.date_claims``, the handover's rule too)."""
         self.view, self.view_read_at = dict(view), read_at
         date_claims(self.first_seen, self.view, read_at, returned_at)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 from spark_lag_assign.plan import build as plan_io
 from spark_lag_assign.store import open_store
 from tests.compat import plans
+from tests.compat.__main__ import Outcome, pytest_counts, pytest_failures
 
 
 def written(root: Path, created: datetime, owners: list[str]) -> Path:
@@ -56,11 +59,6 @@ def test_a_generation_without_plan_json_is_an_error_not_an_empty_match(tmp_path:
 
 
 def test_a_failed_test_is_named_with_its_reason_from_pytests_junit_report(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from tests.compat.__main__ import pytest_counts, pytest_failures
-
     (tmp_path / "test_sample.py").write_text(
         "def test_fine():\n    pass\n\n\ndef test_broken():\n    assert 1 == 2, 'the offsets went backwards'\n"
     )
@@ -80,9 +78,7 @@ def test_a_failed_test_is_named_with_its_reason_from_pytests_junit_report(tmp_pa
     assert pytest_failures(tmp_path / "missing.xml") == []
 
 
-def test_every_failed_step_is_repeated_at_the_end(capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.compat.__main__ import Outcome
-
+def test_every_failed_step_is_repeated_at_the_end() -> None:
     outcome = Outcome(lines=[])
     outcome.add(5, 0, "compat: 3.5.7: tests: 5 passed, 0 failed")
     outcome.add(0, 1, "compat: 3.5.7: the offline plan (lag) failed; see plan-lag.log")
