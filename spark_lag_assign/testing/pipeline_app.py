@@ -148,7 +148,11 @@ def client_options(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def _emit(kind: str, payload: Mapping[str, Any]) -> None:
-    print(f"{kind} {json.dumps(payload, sort_keys=True)}", flush=True)
+    """One report line, written whole in one call: the log it goes to is shared with the
+    driver's JVM, and unbuffered (PYTHONUNBUFFERED), ``print`` writes the text and its newline
+    in two calls, between which a JVM log line can land on the same line."""
+    sys.stdout.write(f"{kind} {json.dumps(payload, sort_keys=True)}\n")
+    sys.stdout.flush()
 
 
 class BatchSink:
