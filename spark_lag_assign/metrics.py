@@ -8,8 +8,9 @@ Names follow Prometheus' conventions: the ``spark_lag_assign_`` prefix, base uni
 per-partition label (a million partitions would be a million series).
 
 Nothing here knows the plan document or the handover protocol: the planner, the follower and
-the assignors call these with plain numbers. The follower's and the assignors' calls go
-through ``never_raises``: a metric that fails is logged once, and the pipeline reads on.
+the assignors call these with plain numbers. The follower's and the assignors' calls, and the
+planner's records of a run, go through ``never_raises``: a metric that fails is logged once,
+and the pipeline reads on (the plan stays published).
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def never_raises(method: F) -> F:
     """A metrics update that fails logs one warning per method and emitter (``self.failed``
-    names the methods that have) and returns None: metrics must never stop a pipeline reading
-    or a group rebalancing."""
+    names the methods that have) and returns None: metrics must never stop a pipeline reading,
+    a group rebalancing or a planner run that published."""
 
     @functools.wraps(method)
     def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -54,7 +55,7 @@ def never_raises(method: F) -> F:
         except Exception as exc:  # noqa: BLE001 - see the docstring
             if method.__name__ not in self.failed:
                 self.failed.add(method.__name__)
-                log.warning("metrics: %s failed (%s); the pipeline goes on without it", method.__name__, exc)
+                log.warning("metrics: %s failed (%s); going on without it", method.__name__, exc)
             return None
 
     return guarded  # type: ignore[return-value]
@@ -72,79 +73,102 @@ def metric_names(registry: CollectorRegistry) -> set[str]:
 # -- the planner --------------------------------------------------------------------------------
 
 
+#: the planner's families: attribute -> (name without the prefix, help, labels)
+_PLANNER: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "generation": ("plan_generation", "The generation this run published.", ()),
+    "info": ("plan_info", "1, labelled with the run's strategy and where its rates came from.", ("strategy", "rates_source")),
+    "partitions": ("plan_partitions", "Partitions planned (assigned and unassigned).", ()),
+    "unassigned": ("plan_unassigned_partitions", "Partitions of topics no consumer subscribes to.", ()),
+    "consumers": ("plan_consumers", "Consumers (pipelines) in the plan.", ()),
+    "lag": ("plan_lag_records", "The group's total lag when planned, in records.", ()),
+    "consumer_lag": ("plan_consumer_lag_records", "Each consumer's planned lag, in records.", ("consumer",)),
+    "consumer_partitions": ("plan_consumer_partitions", "Partitions planned for each consumer.", ("consumer",)),
+    "optimality": ("plan_optimality_ratio", "Largest consumer lag over the lower bound (1 is perfect).", ()),
+    "count_spread": ("plan_count_spread_partitions", "Most minus fewest partitions per consumer.", ()),
+    "topic_spread": ("plan_topic_count_spread_partitions", "The worst per-topic count spread.", ()),
+    "moved": ("plan_moved_partitions", "Partitions whose owner changed against the previous plan (NaN: no previous plan).", ()),
+    "drain": ("plan_drain_seconds", "Predicted time until the whole backlog is read (+Inf: never).", ()),
+    "consumer_drain": (
+        "plan_consumer_drain_seconds",
+        "Predicted time until each consumer's backlog is read (+Inf: never).",
+        ("consumer",),
+    ),
+    "phase": ("plan_phase_duration_seconds", "Wall time of each phase of the run.", ("phase",)),
+    "outcome": ("plan_outcome", "1, labelled with how the run ended (published, refused, failed) and why.", ("outcome", "reason")),
+    "last_run": ("plan_last_run_timestamp_seconds", "When the run ended (Unix time).", ()),
+    "deadline": ("sizing_deadline_seconds", "The deadline --drain-within asked the backlog to drain by.", ()),
+    "needed": ("sizing_pipelines_needed", "Fewest pipelines whose drain plan meets the deadline (NaN: none does).", ()),
+    "configured": ("sizing_pipelines_configured", "Pipelines configured now.", ()),
+    "sized_drain": (
+        "sizing_drain_seconds",
+        "Predicted time to drain with the pipelines configured now and with the number needed.",
+        ("pipelines",),
+    ),
+    "outrun": (
+        "sizing_produce_excess_records_per_second",
+        "How much faster producers append than all pipelines read (0: they do not).",
+        (),
+    ),
+}
+
+
 class PlannerMetrics:
-    """One planner run's metrics: gauges set once per run, written or pushed when it ends."""
+    """One planner run's metrics: gauges set once per run, written or pushed when it ends.
 
-    def __init__(self) -> None:
+    A family joins the registry when it is first set, so a run exports what it found out and
+    nothing else: a run that failed before planning exports its outcome, its time and the
+    phases it got through, a run without rates no drain time, a run without
+    ``--drain-within`` no sizing. An unset gauge would read 0 (a Pushgateway PUT replaces the
+    last run's group, so a failed run would show "lag 0, drained in 0 s" on a dashboard).
+    ``every_family=True`` registers them all at once (to list the names a planner can export).
+    Recording is ``never_raises``: the metrics of a run must not fail a published plan.
+    """
+
+    def __init__(self, *, every_family: bool = False) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        self.failed: set[str] = set()
+        self._gauges: dict[str, Gauge] = {}
+        if every_family:
+            for attr in _PLANNER:
+                self._gauge(attr)
 
-        def gauge(name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
-            return Gauge(PREFIX + name, doc, labels, registry=r)
+    def _gauge(self, attr: str) -> Gauge:
+        found = self._gauges.get(attr)
+        if found is None:
+            name, doc, labels = _PLANNER[attr]
+            found = self._gauges[attr] = Gauge(PREFIX + name, doc, labels, registry=self.registry)
+        return found
 
-        self.generation = gauge("plan_generation", "The generation this run published (0: none).")
-        self.info = gauge(
-            "plan_info", "1, labelled with the run's strategy and where its rates came from.", ("strategy", "rates_source")
-        )
-        self.partitions = gauge("plan_partitions", "Partitions planned (assigned and unassigned).")
-        self.unassigned = gauge("plan_unassigned_partitions", "Partitions of topics no consumer subscribes to.")
-        self.consumers = gauge("plan_consumers", "Consumers (pipelines) in the plan.")
-        self.lag = gauge("plan_lag_records", "The group's total lag when planned, in records.")
-        self.consumer_lag = gauge("plan_consumer_lag_records", "Each consumer's planned lag, in records.", ("consumer",))
-        self.consumer_partitions = gauge("plan_consumer_partitions", "Partitions planned for each consumer.", ("consumer",))
-        self.optimality = gauge("plan_optimality_ratio", "Largest consumer lag over the lower bound (1 is perfect).")
-        self.count_spread = gauge("plan_count_spread_partitions", "Most minus fewest partitions per consumer.")
-        self.topic_spread = gauge("plan_topic_count_spread_partitions", "The worst per-topic count spread.")
-        self.moved = gauge("plan_moved_partitions", "Partitions whose owner changed against the previous plan.")
-        self.drain = gauge("plan_drain_seconds", "Predicted time until the whole backlog is read (+Inf: never).")
-        self.consumer_drain = gauge(
-            "plan_consumer_drain_seconds", "Predicted time until each consumer's backlog is read (+Inf: never).", ("consumer",)
-        )
-        self.phase = gauge("plan_phase_duration_seconds", "Wall time of each phase of the run.", ("phase",))
-        self.outcome = gauge(
-            "plan_outcome", "1, labelled with how the run ended (published, refused, failed) and why.", ("outcome", "reason")
-        )
-        self.last_run = gauge("plan_last_run_timestamp_seconds", "When the run ended (Unix time).")
-        self.deadline = gauge("sizing_deadline_seconds", "The deadline --drain-within asked the backlog to drain by.")
-        self.needed = gauge("sizing_pipelines_needed", "Fewest pipelines whose drain plan meets the deadline (NaN: none does).")
-        self.configured = gauge("sizing_pipelines_configured", "Pipelines configured now.")
-        self.sized_drain = gauge(
-            "sizing_drain_seconds",
-            "Predicted time to drain with the pipelines configured now and with the number needed.",
-            ("pipelines",),
-        )
-        self.outrun = gauge(
-            "sizing_produce_excess_records_per_second",
-            "How much faster producers append than all pipelines read (0: they do not).",
-        )
-
+    @never_raises
     def record_plan(self, plan: Mapping[str, Any], phases: Mapping[str, float]) -> None:
         """The published plan's numbers (``plan`` is the plan document) and the phases' times."""
-        self.generation.set(int(plan["generation"]))
-        self.info.labels(str(plan["strategy"]), str(plan.get("rates_source", "none"))).set(1)
+        self._gauge("generation").set(int(plan["generation"]))
+        self._gauge("info").labels(str(plan["strategy"]), str(plan.get("rates_source", "none"))).set(1)
         totals, quality = plan["totals"], plan["quality"]
-        self.partitions.set(int(totals["partitions"]))
-        self.unassigned.set(int(totals["unassigned"]))
-        self.consumers.set(len(plan["consumers"]))
-        self.lag.set(float(totals["lag"]))
+        self._gauge("partitions").set(int(totals["partitions"]))
+        self._gauge("unassigned").set(int(totals["unassigned"]))
+        self._gauge("consumers").set(len(plan["consumers"]))
+        self._gauge("lag").set(float(totals["lag"]))
         for consumer, entry in sorted(plan["consumers"].items()):
-            self.consumer_lag.labels(consumer).set(float(entry["lag"]))
-            self.consumer_partitions.labels(consumer).set(int(entry["partitions"]))
+            self._gauge("consumer_lag").labels(consumer).set(float(entry["lag"]))
+            self._gauge("consumer_partitions").labels(consumer).set(int(entry["partitions"]))
             if "drain_seconds" in entry:
-                self.consumer_drain.labels(consumer).set(_seconds(entry.get("drain_seconds"), entry.get("keeps_up")))
-        self.optimality.set(float(quality.get("optimality", 1.0)))
-        self.count_spread.set(int(quality.get("count_spread", 0)))
-        self.topic_spread.set(int(quality.get("topic_spread", 0)))
+                self._gauge("consumer_drain").labels(consumer).set(_seconds(entry.get("drain_seconds"), entry.get("keeps_up")))
+        self._gauge("optimality").set(float(quality.get("optimality", 1.0)))
+        self._gauge("count_spread").set(int(quality.get("count_spread", 0)))
+        self._gauge("topic_spread").set(int(quality.get("topic_spread", 0)))
         moved = quality.get("moved")
-        self.moved.set(float("nan") if moved is None else int(moved))
+        self._gauge("moved").set(float("nan") if moved is None else int(moved))
         if "drain_seconds" in plan:
-            self.drain.set(_seconds(plan.get("drain_seconds"), not plan.get("cannot_keep_up")))
+            self._gauge("drain").set(_seconds(plan.get("drain_seconds"), not plan.get("cannot_keep_up")))
         self.record_phases(phases)
 
+    @never_raises
     def record_phases(self, phases: Mapping[str, float]) -> None:
         for name, seconds in phases.items():
-            self.phase.labels(name).set(float(seconds))
+            self._gauge("phase").labels(name).set(float(seconds))
 
+    @never_raises
     def record_sizing(
         self,
         deadline: float,
@@ -154,18 +178,18 @@ class PlannerMetrics:
         drain_needed: float | None,
         outrun: float,
     ) -> None:
-        self.deadline.set(deadline)
-        self.needed.set(float("nan") if needed is None else needed)
-        self.configured.set(configured)
-        self.sized_drain.labels("configured").set(drain_configured)
-        self.sized_drain.labels("needed").set(float("nan") if drain_needed is None else drain_needed)
-        self.outrun.set(max(0.0, outrun))
+        self._gauge("deadline").set(deadline)
+        self._gauge("needed").set(float("nan") if needed is None else needed)
+        self._gauge("configured").set(configured)
+        self._gauge("sized_drain").labels("configured").set(drain_configured)
+        self._gauge("sized_drain").labels("needed").set(float("nan") if drain_needed is None else drain_needed)
+        self._gauge("outrun").set(max(0.0, outrun))
 
     def record_outcome(self, outcome: str, reason: str = "none") -> None:
         if outcome not in OUTCOMES or reason not in REASONS:
             raise ValueError(f"outcome {outcome!r}/{reason!r} is not one of {OUTCOMES}/{REASONS}")
-        self.outcome.labels(outcome, reason).set(1)
-        self.last_run.set(time.time())
+        self._gauge("outcome").labels(outcome, reason).set(1)
+        self._gauge("last_run").set(time.time())
 
     def write_textfile(self, path: str) -> None:
         """node_exporter's textfile collector format, written atomically by the client library."""
@@ -241,10 +265,14 @@ class FollowerMetrics:
         self._state = gauge(
             "follower_state", "1 for the state the pipeline is in: reading, waiting (for a release), stopped.", ("state",)
         )
-        self._handovers = counter("follower_handovers_total", "Handovers completed: reading a new generation's partitions.")
+        self._handovers = counter(
+            "follower_handovers_total",
+            "Handovers completed: a plan (not the first seen) gave this pipeline partitions other than those it read,"
+            " and it reads them.",
+        )
         self._handover_seconds = Histogram(
             PREFIX + "follower_handover_duration_seconds",
-            "From seeing a plan that moves this pipeline's partitions to reading (or releasing) them.",
+            "From seeing the plan that began a handover to reading its partitions.",
             labels,
             registry=r,
             buckets=(0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600),
@@ -252,6 +280,10 @@ class FollowerMetrics:
         self._commits = counter("follower_commits_total", "Commits of completed micro-batches to the group.")
         self._commit_failures = counter("follower_commit_failures_total", "Commits that failed and are retried.")
         self._refused = counter("follower_refused_commits_total", "Commits refused: another pipeline took the partitions over.")
+        self._foreign = counter(
+            "follower_foreign_commits_total",
+            "Group commits found at a start that no pipeline of the plan made (not started from).",
+        )
         self._renewals = counter("follower_lease_renewals_total", "Claim writes that renewed this pipeline's lease.")
         self._lapses = counter("follower_lease_lapses_total", "Times the lease lapsed while reading (the query stopped unread).")
         self._records = counter("follower_records_read_total", "Records read by this pipeline's queries.")
@@ -302,6 +334,10 @@ class FollowerMetrics:
     @never_raises
     def refused(self) -> None:
         self._refused.labels(self.consumer).inc()
+
+    @never_raises
+    def foreign_commit(self) -> None:
+        self._foreign.labels(self.consumer).inc()
 
     @never_raises
     def renewal(self) -> None:
@@ -385,7 +421,7 @@ def serve(registry: CollectorRegistry, port: int, addr: str = "0.0.0.0") -> tupl
 
 def all_registries() -> Iterable[CollectorRegistry]:
     """A registry of each emitter, for checks that list every exported name (the dashboard's test)."""
-    return (PlannerMetrics().registry, FollowerMetrics("c").registry, GroupMetrics().registry)
+    return (PlannerMetrics(every_family=True).registry, FollowerMetrics("c").registry, GroupMetrics().registry)
 
 
 __all__ = [

@@ -149,7 +149,7 @@ class PlanFollower:
             self.client_options,
             timeout_ms=self.kafka_timeout_ms,
             commit_timeout=commit_timeout,
-            on_foreign=lambda t, p, why: self._event("foreign-commit", f"{t}-{p}: {why}"),
+            on_foreign=lambda t, p, why: self.report.foreign_commit(self._core, f"{t}-{p}: {why}"),
             pause=self._pause,
         )
         self._stopping = threading.Event()
@@ -396,12 +396,12 @@ class PlanFollower:
         if generation > self._core.plan_generation:
             self.starting.remember(plan)
             new = holds_of(plan, self.consumer)
-            reading = self._core.reading
-            moves = reading is not None and new != reading.holds
+            reads = self._core.reading.holds if self._core.reading is not None else frozenset()
+            first = self._core.plan_generation == 0
             self._core.saw_plan(generation, new)
             # "service": only the fencer fences, and only its notes stop a pipeline
             self._core.fence_authority = FENCER if plan.get("fencing") == "service" else None
-            self.report.saw_plan(self._core, generation, moves)
+            self.report.saw_plan(self._core, generation, new or frozenset(), reads, first=first)
 
     def _write(self, core: Handover, writer: Any, action: Write) -> None:
         sent, began = self.clock(), time.monotonic()

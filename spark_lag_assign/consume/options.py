@@ -14,7 +14,8 @@ settings differently (``security_protocol``, ``sasl_plain_password``): they take
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import cache
 from typing import Any
 
 import pandas as pd
@@ -183,16 +184,27 @@ def parse_metadata(text: str | None) -> tuple[str, int] | None:
 
 
 def foreign_commits(
-    metadata: Mapping[TopicPartition, str], owners: Callable[[int], Mapping[TopicPartition, str] | None], newest: int
+    metadata: Mapping[TopicPartition, str],
+    owners: Callable[[int], Mapping[TopicPartition, str] | None],
+    newest: int,
+    kept: Callable[[], Sequence[int] | None] = lambda: None,
 ) -> dict[TopicPartition, str]:
     """Commits the group holds that no pipeline of the plan made, and why: a pipeline names
     itself and the generation it reads under in every commit's metadata (``metadata``),
     and only the partition's owner in that generation commits it. Kafka cannot refuse another
     member's commit of a partition (the group's READ ACL covers them all): this finds one whose
     metadata names a consumer that did not own the partition in the generation it names, or a
-    generation no plan has. Commits without our metadata, and generations no longer kept, are
-    not judged. ``owners(g)``: partition -> consumer in generation g (None: not kept)."""
+    generation no plan has. Commits without our metadata are not judged.
+
+    ``owners(g)``: partition -> consumer in generation g (None: not kept, or not readable now);
+    ``kept()``: the generations the store keeps (None: not readable now). A generation the
+    store no longer keeps is judged by the oldest kept one after it: a pipeline reads under
+    one generation for as long as its partitions stay the same, so the consumer that committed
+    under an older one still owned the partition then, unless the partition moved away longer
+    ago than the store remembers and nobody committed it since (reported then, and the start
+    falls back as for any commit reported here). What cannot be read now is not judged."""
     found: dict[TopicPartition, str] = {}
+    kept_once = cache(kept)
     for tp, text in sorted(metadata.items()):
         named = parse_metadata(text)
         if named is None:
@@ -201,10 +213,25 @@ def foreign_commits(
         if generation > newest:
             found[tp] = f"names {consumer} under generation {generation}, newer than any plan ({newest})"
             continue
-        plan_owners = owners(generation)
-        if plan_owners is not None and plan_owners.get(tp) != consumer:
-            owner = plan_owners.get(tp)
-            found[tp] = f"names {consumer} under generation {generation}, where {owner or 'nobody'} owned it"
+        judged_by, plan_owners = generation, owners(generation)
+        if plan_owners is None:
+            generations = kept_once()
+            if generations is None or generation in generations:
+                continue  # kept, or maybe kept, but not readable now: not judged
+            later = min((g for g in generations if g > generation), default=None)
+            if later is None:
+                continue
+            judged_by, plan_owners = later, owners(later)
+            if plan_owners is None:
+                continue
+        if plan_owners.get(tp) != consumer:
+            owner = plan_owners.get(tp) or "nobody"
+            found[tp] = (
+                f"names {consumer} under generation {generation}, where {owner} owned it"
+                if judged_by == generation
+                else f"names {consumer} under generation {generation} (no longer kept), and {owner} owned it in "
+                f"generation {judged_by}, the oldest kept after it"
+            )
     return found
 
 

@@ -51,12 +51,24 @@ class FollowerReport:
             generation = core.plan_generation if core is not None else 0
         self.events.append(FollowerEvent(time.monotonic(), kind, generation, assign_of(holds), detail, began))
 
-    def saw_plan(self, core: Handover, generation: int, moves: bool) -> None:
-        """A newer plan, which the state machine has seen; ``moves``: it moves what we read."""
-        if moves and self._handover_since is None:
-            self._handover_since = self.clock()  # ends when it reads the new partitions
+    def saw_plan(self, core: Handover | None, generation: int, new: Holds, reads: Holds, *, first: bool) -> None:
+        """A newer plan, which the state machine has seen: it gives us ``new``, we read ``reads``.
+
+        A handover begins with a plan that gives us partitions other than those we read (none,
+        if we read nothing), unless it is the first plan we see (that is a start), and lasts
+        until a query reads them (``started``). A later plan that leaves us nothing (a stop),
+        or exactly what we read, ends it uncounted: no query will start to end it."""
+        if first or not new or new == reads:
+            self._handover_since = None
+        elif self._handover_since is None:
+            self._handover_since = self.clock()
         self.generations.append(generation)
         self.event(core, "plan", f"generation {generation}")
+
+    def foreign_commit(self, core: Handover | None, detail: str) -> None:
+        """A commit in the group that no pipeline of the plan made: an event, and counted."""
+        self.event(core, "foreign-commit", detail)
+        self.metrics.foreign_commit()
 
     def started(self) -> None:
         """A query started: a handover that moved our partitions ends here."""

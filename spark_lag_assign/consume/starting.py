@@ -92,6 +92,13 @@ class StartOffsets:
             )
         return self._owners_of[generation]
 
+    def _kept(self) -> list[int] | None:
+        """The generations the store keeps (None: it cannot be read now)."""
+        try:
+            return self.store.generations()
+        except StoreError:
+            return None
+
     def read(
         self, plan: plan_io.Plan, assign: dict[str, list[int]], group: str, newest: int, claims: Mapping[str, ClaimRecord | str]
     ) -> dict[str, dict[str, int]]:
@@ -99,7 +106,7 @@ class StartOffsets:
         ``newest``, raised to what each releasing owner's claim in ``claims`` says it committed."""
 
         def distrust(metadata: Mapping[TopicPartition, str]) -> dict[TopicPartition, str]:
-            found = foreign_commits(metadata, self.owners, newest)
+            found = foreign_commits(metadata, self.owners, newest, self._kept)
             for (t, p), why in found.items():
                 log.warning(
                     "%s: the group's commit of %s-%d %s: no pipeline of the plan made it; %s does not start from it",

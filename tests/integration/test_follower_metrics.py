@@ -26,6 +26,8 @@ from spark_lag_assign.store import open_store
 from spark_lag_assign.testing.localkafka import LocalKafka, commit, create_topic, produce
 from tests.integration.test_follower import Running, caught_up, follower, hand_plan, holds, wait_until
 
+pytestmark = pytest.mark.kafka_source  # the pipelines read with Spark's Kafka source, also when this file runs alone
+
 TOPIC, GROUP, BACKLOG = "metered", "metered-it", 40
 
 

@@ -145,6 +145,28 @@ def test_a_commit_naming_a_consumer_that_did_not_own_the_partition_is_foreign() 
     }
 
 
+def test_a_commit_naming_a_generation_no_longer_kept_is_judged_by_the_oldest_kept_after_it() -> None:
+    """Generations 1 and 2 are gone: a commit under them is judged by generation 3. A kept
+    generation that cannot be read now, or a store whose list cannot be read, judges nothing."""
+    kept_owners = {3: {P: "A", ("t", 1): "B"}, 4: {P: "B", ("t", 1): "B"}}
+    metadata = {
+        P: "spark-lag-assign consumer=A generation=1",  # A read t-0 under 1 and still owned it in 3
+        ("t", 1): "spark-lag-assign consumer=M generation=2",  # M never owned anything kept
+        ("t", 2): "spark-lag-assign consumer=A generation=0",  # no generation 0: nobody owned t-2 in 3
+    }
+    found = foreign_commits(metadata, kept_owners.get, newest=4, kept=lambda: [3, 4])
+    assert found == {
+        ("t", 1): "names M under generation 2 (no longer kept), and B owned it in generation 3, the oldest kept after it",
+        ("t", 2): "names A under generation 0 (no longer kept), and nobody owned it in generation 3, the oldest kept after it",
+    }
+    assert foreign_commits(metadata, kept_owners.get, newest=4, kept=lambda: None) == {}
+    assert foreign_commits(metadata, lambda g: None, newest=4, kept=lambda: [1, 2, 3, 4]) == {}
+    # t-0 moved from A to B longer ago than the store remembers, and nobody committed it since
+    assert foreign_commits({P: metadata[P]}, kept_owners.get, newest=4, kept=lambda: [4]) == {
+        P: "names A under generation 1 (no longer kept), and B owned it in generation 4, the oldest kept after it"
+    }
+
+
 def test_a_refused_claims_read_ends_the_fencer_with_the_line_naming_the_acl(tmp_path) -> None:
     """Retrying grants no ACL: the fencer stops at once instead of warning every second while
     the pipelines wait out their handover timeout."""

@@ -16,6 +16,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from spark_lag_assign.consume.report import FollowerReport
 from spark_lag_assign.group import LagAssignor, StaticLags
 from spark_lag_assign.group.simulate import SimulatedGroup
 from spark_lag_assign.metrics import PREFIX, FollowerMetrics, GroupMetrics, PlannerMetrics, all_registries, metric_names
@@ -121,10 +122,70 @@ def test_a_failing_metric_never_raises_and_says_so_once(caplog: pytest.LogCaptur
         metrics.progress(5, {"t0": 1})
         metrics.handover(2.0)  # the others still work
     assert [r.getMessage() for r in caplog.records] == [
-        "metrics: progress failed (registry gone); the pipeline goes on without it"
+        "metrics: progress failed (registry gone); going on without it"
     ]
     got = parsed(metrics.registry)
     assert got[("spark_lag_assign_follower_handovers_total", (("consumer", "A"),))] == 1
+
+
+def test_a_handover_is_timed_from_the_plan_that_moves_partitions_to_the_query_that_reads_them() -> None:
+    """Not the first plan (a start), not a plan that takes everything (a stop), and a later plan
+    that leaves what is read ends one uncounted: idle hours never count as a handover."""
+    now = [0.0]
+    report = FollowerReport(FollowerMetrics("A"), clock=lambda: now[0])
+    x, y, z = (frozenset({("t0", p)}) for p in range(3))
+    steps: list[tuple[float, int | None, frozenset[tuple[str, int]], frozenset[tuple[str, int]]]] = [
+        (0.0, 1, x, frozenset()),  # its first plan: a start
+        (1.0, None, x, x),  # the query starts
+        (10.0, 2, y, x),  # y instead of x: a handover begins
+        (12.0, None, y, y),  # reading y: it took 2 s
+        (20.0, 3, frozenset(), y),  # nothing left: a stop
+        (10_000.0, 4, z, frozenset()),  # idle hours, then z: a handover begins here
+        (10_003.0, None, z, z),  # 3 s
+        (20_000.0, 5, x, z),  # x instead of z ...
+        (20_001.0, 6, z, z),  # ... and back to what it reads before it stopped: none
+        (30_000.0, None, z, z),  # a query restarted under the same partitions
+    ]
+    for at, generation, new, reads in steps:
+        now[0] = at
+        if generation is None:
+            report.started()
+        else:
+            report.saw_plan(None, generation, new, reads, first=generation == 1)
+    got = parsed(report.metrics.registry)
+    assert got[(f"{PREFIX}follower_handovers_total", (("consumer", "A"),))] == 2
+    assert got[(f"{PREFIX}follower_handover_duration_seconds_sum", (("consumer", "A"),))] == 5.0
+
+
+def test_a_planner_run_exports_what_it_found_out_and_no_made_up_zero() -> None:
+    """A failed run: its outcome, its time and its phases, nothing else (a Pushgateway PUT would
+    otherwise replace the last plan's lag with 0); a run without rates: no drain time; without
+    --drain-within: no sizing."""
+    failed = PlannerMetrics()
+    failed.record_phases({"extract": 0.5})
+    failed.record_outcome("failed", "kafka")
+    assert {name for name, _labels in parsed(failed.registry)} == {
+        f"{PREFIX}plan_outcome",
+        f"{PREFIX}plan_last_run_timestamp_seconds",
+        f"{PREFIX}plan_phase_duration_seconds",
+    }
+    published = PlannerMetrics()
+    no_rates = {k: v for k, v in A_PLAN.items() if k != "drain_seconds"}
+    no_rates["consumers"] = {c: {"lag": e["lag"], "partitions": e["partitions"]} for c, e in A_PLAN["consumers"].items()}
+    published.record_plan(no_rates, {"extract": 1.0})
+    published.record_outcome("published")
+    names = {name for name, _labels in parsed(published.registry)}
+    assert f"{PREFIX}plan_lag_records" in names
+    assert not {n for n in names if "drain" in n or "sizing" in n}, names
+
+
+def test_a_planner_metric_that_fails_does_not_fail_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    metrics = PlannerMetrics()
+    with caplog.at_level(logging.WARNING, logger="spark_lag_assign.metrics"):
+        metrics.record_plan({"generation": 3, "strategy": "lag"}, {"plan": 1.0})  # a plan without its totals
+    assert [r.getMessage() for r in caplog.records] == ["metrics: record_plan failed ('totals'); going on without it"]
+    metrics.record_outcome("published")
+    assert parsed(metrics.registry)[(f"{PREFIX}plan_generation", ())] == 3
 
 
 def test_the_wait_for_a_blocker_grows_with_the_clock() -> None:
@@ -208,6 +269,7 @@ def exercised() -> dict[str, tuple[str, frozenset[str]]]:
     follower.handover(1.5)
     follower.commits(2, 1)
     follower.refused()
+    follower.foreign_commit()
     follower.renewal()
     follower.lapse()
     follower.progress(5, {"t0": 3})
