@@ -79,6 +79,10 @@ class ShrinkRefusedError(PlanError):
     """The new plan drops most of the previous generation's partitions, and that was not allowed."""
 
 
+class FencingChangeRefusedError(PlanError):
+    """The new plan fences otherwise than the previous generation, and that was not allowed."""
+
+
 class NotAuthorizedError(SparkLagAssignError):
     """Kafka refused a request for want of an ACL; the message names the ACL to grant.
 

@@ -36,7 +36,7 @@ PREFIX = "spark_lag_assign_"
 #: a planner run ends in one of these; ``reason`` says why when it was not published
 OUTCOMES = ("published", "refused", "failed")
 #: the reasons, a fixed set so that an alert can name them (none: published)
-REASONS = ("none", "shrink", "fenced", "config", "input", "kafka", "store", "not-authorized", "spark", "other")
+REASONS = ("none", "shrink", "fencing-change", "fenced", "config", "input", "kafka", "store", "not-authorized", "spark", "other")
 #: the follower's states, one series each (1 for the current one)
 STATES = ("reading", "waiting", "stopped")
 

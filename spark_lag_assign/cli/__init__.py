@@ -102,6 +102,7 @@ def plan_settings(args: argparse.Namespace) -> Any:
         rates=args.rates,
         allow_shrink=args.allow_shrink,
         fencing=args.fencing,
+        fencing_change=args.fencing_change,
         metrics_file=args.metrics_file,
         pushgateway=args.pushgateway,
         drain_within=args.drain_within,
@@ -178,6 +179,7 @@ def run_outcome(exc: BaseException) -> tuple[str, str]:
     publish) or failed, the reason one of ``metrics.REASONS``."""
     from spark_lag_assign.errors import (
         ConfigError,
+        FencingChangeRefusedError,
         InputError,
         KafkaReadError,
         NotAuthorizedError,
@@ -189,6 +191,8 @@ def run_outcome(exc: BaseException) -> tuple[str, str]:
 
     if isinstance(exc, ShrinkRefusedError):
         return "refused", "shrink"
+    if isinstance(exc, FencingChangeRefusedError):
+        return "refused", "fencing-change"
     if isinstance(exc, PublishFencedError):
         return "refused", "fenced"
     kinds: list[tuple[type[BaseException], str]] = [

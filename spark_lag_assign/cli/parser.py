@@ -132,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="who fences a pipeline whose lease ran out: the one taking over (self, default) or a running "
         "`spark-lag-assign fencer` (service: pipelines then need WRITE on their own commit id only; plan.fencing)",
     )  # fmt: skip
+    p.add_argument(
+        "--fencing-change", action="store_true", default=None,
+        help="publish a plan whose --fencing differs from the previous plan's, with every pipeline stopped "
+        "(plan.fencing_change)",
+    )  # fmt: skip
     p.add_argument("--master", metavar="URL", help="Spark master of the local session (default local[2])")
     p.add_argument("--timings", action="store_true", help="print the time of each phase (read, plan in Spark, check, write)")
     p.add_argument(

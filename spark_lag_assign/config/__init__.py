@@ -30,6 +30,7 @@ and key, the variable or the flag, and what is wrong.
     consumers = ["pipeline-a", "pipeline-b"] # or a [plan.subscriptions] table
     allow_shrink = false                     # true: publish a plan that drops most partitions
     fencing = "self"                         # "service": a fencer fences on the pipelines' behalf
+    fencing_change = false                   # true: publish a plan that fences otherwise than the last
     [plan.options]
     tolerance = 0.05
 
@@ -88,6 +89,7 @@ class Settings:
     rates: Path | None = None
     allow_shrink: bool = False  # publish even a plan that drops most of the previous plan's partitions
     fencing: str = "self"  # who fences a lapsed pipeline's commits: itself ("self") or the fencer ("service")
+    fencing_change: bool = False  # publish a plan whose fencing differs from the previous plan's
     metrics_file: str | None = None  # write the run's metrics there (node_exporter textfile)
     pushgateway: str | None = None  # push the run's metrics to this Pushgateway
     drain_within: float | None = None  # seconds: how many pipelines drain the backlog by then
@@ -379,9 +381,7 @@ def settings(file: str | Path | None = None, *, environ: Mapping[str, str] | Non
     if size_to_deadline and drain_within is None:
         raise ConfigError(f"{merged.origin('size_to_deadline')}: size_to_deadline needs drain_within (the deadline)")
     if size_to_deadline and strategy != "drain":
-        raise ConfigError(
-            f"{merged.origin('size_to_deadline')}: the sized plan is drain's: use strategy drain (not {strategy})"
-        )
+        raise ConfigError(f"{merged.origin('size_to_deadline')}: the sized plan is drain's: use strategy drain (not {strategy})")
     return Settings(
         output=str(merged.get("output")),
         consumers=tuple(sorted(subs)),
@@ -405,6 +405,7 @@ def settings(file: str | Path | None = None, *, environ: Mapping[str, str] | Non
         rates=rates,
         allow_shrink=bool(merged.get("allow_shrink", False)),
         fencing=str(merged.get("fencing") or "self"),
+        fencing_change=bool(merged.get("fencing_change", False)),
         metrics_file=merged.get("metrics_file"),
         pushgateway=merged.get("pushgateway"),
         drain_within=drain_within,

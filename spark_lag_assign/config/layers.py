@@ -61,6 +61,7 @@ class PlanKeys(BaseModel):
     rate: float | None = None
     rates: str | None = None
     allow_shrink: bool | None = None
+    fencing_change: bool | None = None
     fencing: Literal["self", "service"] | None = None
     # metrics of the run, and sizing the group for a deadline
     metrics_file: str | None = None  # node_exporter's textfile collector format

@@ -49,7 +49,10 @@ The protocol's rules, and why (``spark_lag_assign.consume`` numbers the steps):
   (``spark_lag_assign.consume.fencer``), which checks for itself that the holder's lease ran
   out, notes the fence in its own record, fences, and says so. Then only the fencer's notes
   stop a pipeline (``fence_authority``): a note another pipeline writes is a request, and no
-  pipeline can make another stop by writing one.
+  pipeline can make another stop by writing one. Each pipeline trusts notes by the rule of the
+  newest plan it has seen, so the rule must not change while pipelines run: the planner
+  refuses a plan that changes it (``plan.guard.check_fencing``) unless told that every
+  pipeline is stopped.
 - A new incarnation of a pipeline (a restarted driver) treats its predecessor like any
   other holder: what the predecessor claimed stays claimed until its lease runs out. It
   also carries the predecessor's fence notes on (``took_over``): a note dropped by a

@@ -1,6 +1,7 @@
-"""The last check before a plan is published: a plan that covers far fewer partitions than the
+"""The last checks before a plan is published. A plan that covers far fewer partitions than the
 previous generation is usually a broken input (an empty or truncated snapshot, a topic list
-with a typo), not a decision, so it is refused unless the operator says it is meant.
+with a typo), not a decision, so it is refused unless the operator says it is meant; so is a
+plan that changes who fences (``check_fencing``).
 
 "Far fewer": more than half of the previous generation's partitions (assigned or not) are
 absent from the new plan. Partitions the new plan adds do not make up for them: a renamed
@@ -19,7 +20,7 @@ import numpy as np
 
 from spark_lag_assign.core.limits import PARTITION_LIMIT  # a plan naming others is refused when read
 from spark_lag_assign.core.subscriptions import partition_keys
-from spark_lag_assign.errors import ShrinkRefusedError
+from spark_lag_assign.errors import FencingChangeRefusedError, ShrinkRefusedError
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +113,28 @@ def check_shrink(previous: Mapping[str, Any] | None, new: Mapping[str, Any], *, 
         )
     log.warning("%s; published as --allow-shrink permits", found.describe())
     return found
+
+
+def check_fencing(previous: Mapping[str, Any] | None, new: Mapping[str, Any], *, allow: bool) -> None:
+    """Refuse (``FencingChangeRefusedError``, one line) a plan that fences otherwise than the
+    previous generation, unless ``allow``: then it is a warning.
+
+    Who fences is the store's choice, not one plan's: a pipeline trusts fence notes by the rule
+    of the newest plan it has seen ("service": the fencer's alone), so while one pipeline still
+    follows the old plan and another the new one, a fence noted under one rule can be ignored
+    under the other, and the fenced pipeline reopens its producer and undoes the fence. Change
+    it with every pipeline stopped."""
+    if previous is None:
+        return
+    before, after = previous.get("fencing", "self"), new.get("fencing", "self")
+    if before == after:
+        return
+    said = (
+        f"the new plan fences by {after!r} where generation {previous['generation']} fences by {before!r}: a pipeline "
+        "still following one could undo a fence noted under the other"
+    )
+    if not allow:
+        raise FencingChangeRefusedError(
+            f"{said}; nothing published: stop every pipeline, then run again with --fencing-change (or plan.fencing_change = true)"
+        )
+    log.warning("%s; published as --fencing-change permits (every pipeline must be stopped)", said)

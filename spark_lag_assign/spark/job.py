@@ -36,7 +36,7 @@ from spark_lag_assign.errors import InputError
 from spark_lag_assign.extract import offsets as offsets_io
 from spark_lag_assign.metrics import PlannerMetrics
 from spark_lag_assign.plan import build as plan_io
-from spark_lag_assign.plan.guard import check_shrink
+from spark_lag_assign.plan.guard import check_fencing, check_shrink
 from spark_lag_assign.sizing import Sizing, size
 from spark_lag_assign.spark import tuning
 from spark_lag_assign.store import open_store
@@ -269,6 +269,7 @@ def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
             if sizing is not None:
                 doc["sizing"] = sizing.as_json()  # type: ignore[typeddict-item]
             check_shrink(current, doc, allow=settings.allow_shrink)  # an empty snapshot must not replace a real plan
+            check_fencing(current, doc, allow=settings.fencing_change)
             publisher.publish(doc)
         where = store.uri
     log.info("published generation %d to %s", doc["generation"], where)

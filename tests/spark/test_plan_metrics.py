@@ -139,7 +139,29 @@ def test_a_refused_run_says_so_in_its_metrics(spark: Any, capsys: Any, tmp_path:
     assert code == 1 and len(err.splitlines()) == 1
     got = samples(prom.read_text())
     assert got[("spark_lag_assign_plan_outcome", (("outcome", "refused"), ("reason", "shrink")))] == 1
-    assert ("spark_lag_assign_plan_generation", ()) in got and got[("spark_lag_assign_plan_generation", ())] == 0
+    # nothing published: no generation and no plan numbers, never a 0 that reads as "no lag"
+    assert {k[0] for k in got} == {
+        "spark_lag_assign_plan_outcome", "spark_lag_assign_plan_last_run_timestamp_seconds", "spark_lag_assign_plan_phase_duration_seconds",
+    }  # fmt: skip
+
+
+def test_a_change_of_who_fences_is_refused_until_asked_for(spark: Any, capsys: Any, tmp_path: Path) -> None:
+    """One line, exit 1, the store as it was and the outcome refused (fencing-change); with
+    --fencing-change it is published."""
+    snapshot = offsets_io.write_snapshot(NOW, tmp_path / "now.csv")
+    store, prom = tmp_path / "plans", tmp_path / "planner.prom"
+    common = ("plan", "--offsets", str(snapshot), "--consumers", "a,b", "--output", str(store))
+    assert run(spark, capsys, *common)[0] == 0
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    code, _, err = run(spark, capsys, *common, "--fencing", "service", "--metrics-file", str(prom))
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert "the new plan fences by 'service' where generation 1 fences by 'self'" in err
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+    got = samples(prom.read_text())
+    assert got[("spark_lag_assign_plan_outcome", (("outcome", "refused"), ("reason", "fencing-change")))] == 1
+    code, _, err = run(spark, capsys, *common, "--fencing", "service", "--fencing-change")
+    assert code == 0, err
+    assert latest(store)["generation"] == 2 and latest(store)["fencing"] == "service"
 
 
 def test_drain_within_sizes_the_group_and_size_to_deadline_publishes_that_plan(spark: Any, capsys: Any, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The shrink guard: a plan that drops most of the previous generation's partitions is refused."""
+"""The guards before publishing: a plan that drops most of the previous generation's partitions,
+or that changes who fences, is refused."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from spark_lag_assign.errors import ShrinkRefusedError
-from spark_lag_assign.plan.guard import check_shrink, plan_partitions, shrink
+from spark_lag_assign.errors import FencingChangeRefusedError, ShrinkRefusedError
+from spark_lag_assign.plan.guard import check_fencing, check_shrink, plan_partitions, shrink
 
 
 def plan(
@@ -90,3 +91,36 @@ def test_counts_are_those_of_sets_of_topic_partition_pairs(previous: dict[str, A
     found = shrink(previous, new)
     before, after = pairs(previous), pairs(new)
     assert (found.previous, found.planned, found.dropped) == (len(before), len(after), len(before - after))
+
+
+def fenced(generation: int, fencing: str | None) -> dict[str, Any]:
+    doc = plan(generation, {"a": {"t0": [0]}})
+    if fencing is not None:
+        doc["fencing"] = fencing
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("before", "after"), [("self", "service"), (None, "service"), ("service", "self"), ("service", None)]
+)
+def test_a_plan_that_changes_who_fences_is_refused_in_either_direction(before: str | None, after: str | None) -> None:
+    """Absent is "self". Either way a pipeline on the old plan and one on the new trust
+    different fence notes, so the change waits for every pipeline to be stopped."""
+    with pytest.raises(FencingChangeRefusedError) as refused:
+        check_fencing(fenced(3, before), fenced(4, after), allow=False)
+    line = str(refused.value)
+    assert "\n" not in line
+    assert line.startswith(
+        f"the new plan fences by {after or 'self'!r} where generation 3 fences by {before or 'self'!r}: "
+    )
+    assert line.endswith("nothing published: stop every pipeline, then run again with --fencing-change (or plan.fencing_change = true)")
+
+
+def test_the_same_fencing_or_no_previous_plan_passes_and_an_allowed_change_warns(caplog: pytest.LogCaptureFixture) -> None:
+    check_fencing(fenced(3, None), fenced(4, "self"), allow=False)
+    check_fencing(fenced(3, "service"), fenced(4, "service"), allow=False)
+    check_fencing(None, fenced(1, "service"), allow=False)
+    assert not caplog.records
+    check_fencing(fenced(3, None), fenced(4, "service"), allow=True)
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "published as --fencing-change permits" in caplog.records[0].getMessage()
