@@ -20,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 
 from spark_lag_assign.core.subscriptions import SubscriptionIndex, run_starts
+from spark_lag_assign.errors import StrategyError
 
 
 @dataclass(frozen=True)
@@ -176,3 +177,18 @@ class Strategy:
     options: tuple[str, ...] = ()
     uses_previous: bool = False
     uses_seed: bool = False
+
+    def check_call(self, seed: object, options: Mapping[str, Any]) -> int:
+        """``seed`` as an int, once it is one (``2.9`` would plan with 2, ``True`` with 1), and
+        every option one this strategy takes; else one ``StrategyError`` line. The DataFrame
+        ``assign``, the Spark stage (on the driver, before Spark runs) and the kafka-python
+        plugin all check here."""
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+            raise StrategyError(f"seed must be a whole number, not {seed!r}")
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            raise StrategyError(
+                f"strategy {self.name!r} takes no option {', '.join(unknown)}"
+                + (f"; it takes: {', '.join(self.options)}" if self.options else "")
+            )
+        return int(seed)

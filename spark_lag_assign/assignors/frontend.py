@@ -39,7 +39,7 @@ from spark_lag_assign.core.subscriptions import (
 )
 from spark_lag_assign.errors import InputError, StrategyError
 
-#: every strategy by name, in the order of DESIGN.md; each module declares its own STRATEGY
+#: every strategy by name, in the order of README's "Strategies"; each module declares its own STRATEGY
 STRATEGIES: dict[str, Strategy] = {
     m.STRATEGY.name: m.STRATEGY for m in (range_, roundrobin, lagbased, shuffle, sticky, lagsticky, drain)
 }
@@ -253,14 +253,7 @@ def _problem(
     seed: int,
     options: Mapping[str, Any],
 ) -> tuple[GroupProblem, np.ndarray | None]:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):  # 2.9 would silently plan with 2
-        raise StrategyError(f"seed must be a whole number, not {seed!r}")
-    unknown = sorted(set(options) - set(spec.options))
-    if unknown:
-        raise StrategyError(
-            f"strategy {spec.name!r} takes no option {', '.join(unknown)}"
-            + (f"; it takes: {', '.join(spec.options)}" if spec.options else "")
-        )
+    seed = spec.check_call(seed, options)
     subs = validate_subscriptions(subscriptions)
     rows = _read_lags(lags)
     index = SubscriptionIndex(subs, rows.names)

@@ -55,7 +55,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, Consume
 
 from spark_lag_assign.assignors import assign as plan_assign, get_strategy
 from spark_lag_assign.core.quality import quality
-from spark_lag_assign.errors import StrategyError, one_line
+from spark_lag_assign.errors import one_line
 from spark_lag_assign.group.lagsource import LagSource
 from spark_lag_assign.group.memberdata import (
     NO_GENERATION,
@@ -125,13 +125,9 @@ class GroupAssignor(AbstractPartitionAssignor):
         options: Mapping[str, Any] | None = None,
         metrics: GroupMetrics | None = None,
     ) -> None:
-        spec = get_strategy(self.strategy)
-        unknown = sorted(set(options or {}) - set(spec.options))
-        if unknown:
-            raise StrategyError(f"strategy {self.strategy!r} takes no option {', '.join(unknown)}")
+        self.seed = get_strategy(self.strategy).check_call(seed, options or {})
         self.lags = lags
         self.max_age_s = float(max_age_s)
-        self.seed = int(seed)
         self.options = dict(options or {})
         self._owned: tuple[TopicPartitionKey, ...] = ()
         self._promised: tuple[TopicPartitionKey, ...] = ()  # cooperative: planned for us, not yet ours

@@ -269,8 +269,9 @@ def _assign_stage(
     Given ``topics``, the input may name its topics by ``topic_code`` (an index into them)
     instead of ``topic``: a million names then cross Spark as ints."""
     spec = get_strategy(strategy)
-    subs = validate_subscriptions(subscriptions)  # consumers with the same topics share one list
     options = dict(options or {})
+    seed = spec.check_call(seed, options)  # here, on the driver: a worker's error arrives as a Python traceback
+    subs = validate_subscriptions(subscriptions)  # consumers with the same topics share one list
     codes = None if topics is None else _Codes(pd.Index(list(subs)), pd.Index(list(topics)))
     schema = PLAN_SCHEMA if codes is None else PLAN_CODES_SCHEMA
     given = ["lag", "starting_offset"] if reset is None else ["beginning_offset", "end_offset", "committed_offset"]

@@ -562,9 +562,40 @@ def test_a_bad_topic_in_a_large_sorted_frame_is_refused_in_one_line(bad: object)
 
 @pytest.mark.parametrize("seed", [2.9, True, "3", None])
 def test_a_seed_that_is_no_whole_number_is_refused_not_rounded(seed: object) -> None:
+    """By every entry point: the DataFrame ``assign``, the Spark stage (when it is built, on the
+    driver: no Spark needed to see it) and the kafka-python plugin."""
+    from spark_lag_assign.group import assignor_class
+    from spark_lag_assign.spark.transforms import assign_partitions, plan_partitions
+
     lags = pd.DataFrame({"topic": ["t", "t", "t"], "partition": [0, 1, 2], "lag": [1, 2, 3]})
-    with pytest.raises(sla.StrategyError, match="seed must be a whole number"):
+    line = f"seed must be a whole number, not {seed!r}"
+    with pytest.raises(sla.StrategyError) as refused:
         sla.assign(lags, {"a": ["t"], "b": ["t"]}, strategy="shuffle", seed=seed)  # type: ignore[arg-type]
+    assert str(refused.value) == line
+    for stage in (assign_partitions, plan_partitions):
+        with pytest.raises(sla.StrategyError) as refused:
+            stage({"a": ["t"]}, "shuffle", seed=seed)  # type: ignore[arg-type]
+        assert str(refused.value) == line
+    with pytest.raises(sla.StrategyError) as refused:
+        assignor_class("shuffle")(seed=seed)  # type: ignore[arg-type]
+    assert str(refused.value) == line
+
+
+def test_an_option_the_strategy_does_not_take_is_refused_alike_by_every_entry_point() -> None:
+    from spark_lag_assign.group import assignor_class
+    from spark_lag_assign.spark.transforms import assign_partitions
+
+    lags = pd.DataFrame({"topic": ["t", "t", "t"], "partition": [0, 1, 2], "lag": [1, 2, 3]})
+    line = "strategy 'lag-sticky' takes no option speed; it takes: tolerance, max_swaps"
+    with pytest.raises(sla.StrategyError) as refused:
+        sla.assign(lags, {"a": ["t"]}, strategy="lag-sticky", speed=2)
+    assert str(refused.value) == line
+    with pytest.raises(sla.StrategyError) as refused:
+        assign_partitions({"a": ["t"]}, "lag-sticky", options={"speed": 2})
+    assert str(refused.value) == line
+    with pytest.raises(sla.StrategyError) as refused:
+        assignor_class("lag-sticky")(options={"speed": 2})
+    assert str(refused.value) == line
 
 
 def test_readme_s_codes_example_runs_and_gives_the_lag_rule_s_owners() -> None:
