@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from spark_lag_assign.core.lag import validate_offsets
-from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT, outside
 from spark_lag_assign.core.quality import exact_sum, exact_sums
 from spark_lag_assign.core.rates import check_rate
 from spark_lag_assign.errors import InputError
@@ -101,21 +101,13 @@ def _consumer_rates(rate: float | Mapping[str, float], assigned: Sequence[str], 
 
 
 def _check_numbers(lags: pd.DataFrame) -> None:
-    """Lags are differences of int64 offsets and partitions are int32: anything else is named
-    in one line (an ``inf`` or a lag of 2**63 would only give a meaningless time)."""
-    lag = pd.to_numeric(lags["lag"], errors="coerce")
-    if lag.dtype.kind == "i":
-        bad = (lag < 0).to_numpy()
-    elif lag.dtype.kind == "u":
-        bad = (lag >= np.uint64(INT64_LIMIT)).to_numpy()
-    else:
-        values = lag.to_numpy(dtype=float)
-        bad = ~np.isfinite(values) | (values < 0) | (values >= float(INT64_LIMIT))
+    """Lags are differences of int64 offsets and partitions are int32: anything else (a lag of
+    1.5, ``inf`` or 2**63) is named in one line, by the rule ``assign`` applies (``limits.outside``)."""
+    bad = outside(lags["lag"], 0, INT64_LIMIT)
     if bad.any():
         r = lags[bad].iloc[0]
-        raise InputError(f"lags: {r.topic}-{r.partition} has lag {r.lag}; a lag is a number of messages in [0, 2^63)")
-    part = pd.to_numeric(lags["partition"], errors="coerce")
-    wrong = part.isna().to_numpy() | ~((part >= 0) & (part < PARTITION_LIMIT) & (part == np.floor(part))).to_numpy()
+        raise InputError(f"lags: {r.topic}-{r.partition} has lag {r.lag}; a lag is a whole number of messages in [0, 2^63)")
+    wrong = outside(lags["partition"], 0, PARTITION_LIMIT)
     if wrong.any():
         r = lags[wrong].iloc[0]
         raise InputError(f"lags: partition {r.partition} of {r.topic} is not a partition number in [0, 2^31)")

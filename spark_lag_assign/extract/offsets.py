@@ -7,6 +7,7 @@ has committed nothing). Snapshots are CSV, JSON lines or Parquet with those colu
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import socket
@@ -306,6 +307,22 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
+def _read_json(path: Path) -> pd.DataFrame:
+    """A JSON-lines snapshot with its number columns exact: pyarrow reads a column holding a
+    number beyond int64 as floats, which would round it (and an error would name a value the
+    file does not hold), so such a column is read again with Python's json, whose ints are
+    exact; ``validate_offsets`` then names the cell as written."""
+    frame = pd.read_json(path, lines=True, engine="pyarrow", dtype_backend="numpy_nullable")
+    again = [col for col in OFFSET_COLUMNS[1:] if col in frame.columns and frame[col].dtype.kind == "f"]
+    if again:
+        with path.open(encoding="utf-8") as lines:
+            rows = [json.loads(line) for line in lines if line.strip()]
+        if len(rows) == len(frame) and all(isinstance(row, dict) for row in rows):
+            for col in again:
+                frame[col] = pd.Series([row.get(col) for row in rows], index=frame.index, dtype=object)
+    return frame
+
+
 def read_snapshot(path: str | Path) -> pd.DataFrame:
     """An offsets snapshot file (CSV, JSON lines, Parquet), validated."""
     path = Path(path)
@@ -318,7 +335,7 @@ def read_snapshot(path: str | Path) -> pd.DataFrame:
         if fmt == "csv":
             frame = _read_csv(path)
         elif fmt == "json":
-            frame = pd.read_json(path, lines=True, engine="pyarrow", dtype_backend="numpy_nullable")
+            frame = _read_json(path)
         else:
             frame = pd.read_parquet(path, dtype_backend="numpy_nullable")
     except pd.errors.ParserWarning:

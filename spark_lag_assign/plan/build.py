@@ -19,7 +19,7 @@ import pandas as pd
 from pydantic_core import PydanticSerializationError, to_json
 
 from spark_lag_assign.core.ids import check_consumer_ids  # re-exported: the publishing side's name for it
-from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT
+from spark_lag_assign.core.limits import INT64_LIMIT, PARTITION_LIMIT, outside
 from spark_lag_assign.core.quality import exact_run_sums, exact_sum
 from spark_lag_assign.core.subscriptions import distinct, partition_keys
 from spark_lag_assign.errors import InputError, PlanError
@@ -45,16 +45,7 @@ _RANGES = (("partition", 0, PARTITION_LIMIT), ("lag", 0, INT64_LIMIT), ("startin
 def _check_rows(rows: pd.DataFrame) -> None:
     """Every number fits Kafka's types (int32 partitions, int64 offsets), or one line names the first that does not."""
     for column, low, high in _RANGES:
-        values = rows[column]
-        if values.dtype.kind in "iu":  # vectorised; int64 cannot exceed 2^63 - 1 anyway
-            bad = ((values < low) | (values > high - 1)).to_numpy()
-        else:  # Python ints, floats: only whole numbers in range
-            bad = np.array(
-                [not (isinstance(v, (int, np.integer)) and not isinstance(v, bool) and low <= v < high)
-                 and not (isinstance(v, (float, np.floating)) and float(v).is_integer() and low <= v < high)
-                 for v in values.tolist()],
-                dtype=bool,
-            )  # fmt: skip
+        bad = outside(rows[column], low, high)
         if bad.any():
             r = rows[bad].iloc[0]
             raise InputError(

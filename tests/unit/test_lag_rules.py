@@ -138,6 +138,26 @@ def test_a_snapshot_cell_that_cannot_be_an_exact_offset_is_named_as_the_file_wri
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ("9223372036854775808", "end_offset 9223372036854775808 at row 0 is not below 2**63"),
+        ("18446744073709551615", "end_offset 18446744073709551615 at row 0 is not below 2**63"),
+        ("1.5", "column end_offset must hold integers (row 0: 1.5)"),
+    ],
+)
+def test_a_json_snapshot_value_that_is_no_offset_is_named_as_the_file_writes_it(tmp_path, cell: str, message: str) -> None:
+    """pyarrow reads such a column as floats (9223372036854775808 would be named 9.223372036854776e+18)."""
+    path = tmp_path / "s.jsonl"
+    path.write_text(
+        f'{{"topic": "t0", "partition": 0, "beginning_offset": 0, "end_offset": {cell}, "committed_offset": 1}}\n'
+        '{"topic": "t0", "partition": 1, "beginning_offset": 0, "end_offset": 7, "committed_offset": null}\n'
+    )
+    with pytest.raises(InputError) as err:
+        read_snapshot(path)
+    assert message in str(err.value) and "\n" not in str(err.value) and "e+" not in str(err.value), str(err.value)
+
+
 def read_as_text(path) -> pd.DataFrame:
     """The oracle of the CSV reader: every column read as text, each number cell converted."""
     frame = pd.read_csv(path, dtype=str, index_col=False)

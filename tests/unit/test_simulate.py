@@ -244,7 +244,10 @@ def test_consumer_totals_past_int64_are_exact_and_the_bound_is_right() -> None:
 @pytest.mark.parametrize(
     ("frame", "message"),
     [
-        (lags(("t", 0, -1)), r"t-0 has lag -1; a lag is a number of messages in \[0, 2\^63\)"),
+        (lags(("t", 0, -1)), r"t-0 has lag -1; a lag is a whole number of messages in \[0, 2\^63\)"),
+        # assign refuses a lag of 1.5 ("not whole"): so does the drain-time model
+        (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [1.5]}), r"t-0 has lag 1.5; a lag is a whole number"),
+        (pd.DataFrame({"topic": ["t"], "partition": [0.5], "lag": [1]}), "partition 0.5 of t is not a partition number"),
         (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [math.inf]}), "t-0 has lag inf"),
         (pd.DataFrame({"topic": ["t"], "partition": [0], "lag": [math.nan]}), "t-0 has lag nan"),
         (
