@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -364,16 +365,100 @@ def _layer(module: str) -> int | None:
     return next((i for i, names in enumerate(LAYERS) if parts[1] in names), None)
 
 
+def _target_layer(name: str) -> int | None:
+    """The layer an imported name lies in: a module's, or, for a public name of the package
+    root (``from spark_lag_assign import assign``), the top: the root sits above everything."""
+    parts = name.split(".")
+    if parts[0] != "spark_lag_assign" or len(parts) < 2:
+        return None
+    found = _layer(name)
+    module = (PACKAGE / parts[1]).is_dir() or (PACKAGE / f"{parts[1]}.py").is_file()
+    if found is None and not module and not parts[1].startswith("__"):  # __version__ is no lazy name
+        return len(LAYERS)
+    return found
+
+
 def upward_imports(module: str, found: list[tuple[str, str, int]]) -> list[str]:
-    """The imports of ``module`` that climb to a higher layer."""
+    """The imports of ``module`` that climb to a higher layer (the root's public names included)."""
     own = _layer(module)
     return sorted(
         {
             f"{module}:{line} imports {name}"
             for _, name, line in found
-            if own is not None and (target := _layer(name)) is not None and target > own
+            if own is not None and (target := _target_layer(name)) is not None and target > own
         }
     )
+
+
+def module_graph(modules: set[str], imports_of: Any) -> dict[str, set[str]]:
+    """module -> the package modules it imports. ``from P import X`` with X a module of P is an
+    import of P.X alone (P's ``__init__`` is not what it asks for)."""
+    graph: dict[str, set[str]] = {}
+    for m in modules:
+        by_line: dict[int, set[str]] = {}
+        for _, name, line in imports_of(m):
+            by_line.setdefault(line, set()).add(name)
+        wanted: set[str] = set()
+        for names in by_line.values():
+            for name in names & modules:
+                children = [o for o in names if o.startswith(name + ".") and o.count(".") == name.count(".") + 1]
+                if not (children and all(c in modules for c in children)):
+                    wanted.add(name)
+        graph[m] = wanted - {m}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or round a loop (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = [stack.pop()]
+            while group[-1] != v:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_modules_import_each_other() -> None:
+    """Not even inside functions: a loop of imports is two modules that are one."""
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    assert cycles(module_graph(modules, _imports_of)) == []
+
+
+def test_a_loop_of_imports_is_found_and_a_submodule_import_is_not_one() -> None:
+    sources = {
+        "spark_lag_assign.store": "from spark_lag_assign.store import directory\n",
+        "spark_lag_assign.store.directory": "def fs():\n    from spark_lag_assign.store import hadoop\n",
+        "spark_lag_assign.store.hadoop": "from spark_lag_assign.store.directory import DirectoryStore\n",
+        "spark_lag_assign.assignors": "from spark_lag_assign.assignors import drain\n",
+        "spark_lag_assign.assignors.drain": "from spark_lag_assign.assignors import engine\n",
+        "spark_lag_assign.assignors.engine": "",
+    }
+
+    def imports_of(m: str) -> list[tuple[str, str, int]]:
+        return imports(sources[m], m, is_package=m.count(".") == 1)
+
+    assert cycles(module_graph(set(sources), imports_of)) == [
+        ["spark_lag_assign.store.directory", "spark_lag_assign.store.hadoop"]
+    ]
 
 
 def test_every_module_has_a_layer() -> None:
@@ -387,10 +472,14 @@ def test_imports_only_point_down_the_layers() -> None:
 
 
 def test_an_upward_import_is_found_even_inside_a_function() -> None:
-    source = "from spark_lag_assign.errors import InputError\ndef plan():\n    from spark_lag_assign.spark import job\n"
+    source = (
+        "from spark_lag_assign.errors import InputError\ndef plan():\n    from spark_lag_assign.spark import job\n"
+        "from spark_lag_assign import assign, sparkcompat\n"
+    )
     assert upward_imports("spark_lag_assign.core.lag", imports(source, "spark_lag_assign.core.lag")) == [
         "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark",
         "spark_lag_assign.core.lag:3 imports spark_lag_assign.spark.job",
+        "spark_lag_assign.core.lag:4 imports spark_lag_assign.assign",  # the root's public name: the top
     ]
 
 
