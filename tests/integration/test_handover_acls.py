@@ -136,7 +136,7 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
         kafka.grant(user, acls)
     s = AclScenario(kafka, tmp_path / "logs")
     with open_store(s.store, client_options=admin, timeout=5):
-        pass  # the plans topic: the planner's list has no CREATE on it (an operator's or admin's to create)
+        pass  # the plans topic, made by the admin here as an operator would (the planner could: its list has CREATE)
 
     producers = Producers(bootstrap, TOPICS, client_options=admin)
     sampler = CommitSampler(bootstrap, GROUP, client_options=admin)
@@ -207,7 +207,6 @@ def test_two_pipelines_under_their_own_principals_hand_over_through_the_fencer(
         # the fence was the fencer's: B saw it done on its behalf, and the fencer says it fenced
         assert [e["detail"] for e in s.events("B") if e["kind"] == "fence"] == ["A (by the fencer)"]
         assert re.search(r"stopped after [1-9]\d* fence\(s\)", fencer_log), fencer_log
-        assert int(a_summary.get("refused", 0)) >= 1, a_summary  # A's commit after the pause was refused
         assert s.refusals() == [], "\n".join(s.refusals()[:20])
     except BaseException:
         with capsys.disabled():

@@ -699,8 +699,9 @@ class Pause:
 def pause_findings(v: Verdict, s: ProcessScenario, pause: Pause, successor: str, summary: dict[str, Any]) -> tuple[list[str], list[str]]:
     """What the staged pause must show, from the sinks and the broker (the problems), and
     its figures (printed): the victim's query lapsed while paused and stopped; the successor
-    fenced it while it was paused and was reading its partitions when it resumed; the victim's
-    batch whose commit the pause caught was read again; at most one batch after the lapse."""
+    fenced it while it was paused and was reading its partitions when it resumed; the commit
+    the pause caught was refused when the victim resumed, and its batch was read again; at
+    most one batch after the lapse."""
     victim = max((q for q in v.queries if q.process == pause.process and q.start < pause.stopped), key=lambda q: q.start)
     fences = [at for at, whom, by in s.fences() if whom == pause.consumer and by == successor and pause.stopped < at < pause.resumed]
     takers = [q for q in v.queries if q.consumer == successor and q.tps & victim.tps and q.start < pause.resumed < q.live_end]
@@ -720,6 +721,8 @@ def pause_findings(v: Verdict, s: ProcessScenario, pause: Pause, successor: str,
         problems.append(f"nothing of {victim.describe()} was read again: the pause caught no commit")
     if mine_after:
         problems.append(f"{pause.consumer}'s commits after the fence: {[c.describe() for c in mine_after]}")
+    if int(summary.get("refused") or 0) < 1:  # the commit the pause caught, made once it resumed
+        problems.append(f"no commit of {pause.consumer} was refused after it resumed: {summary.get('refused')!r}")
     figures = [
         f"  {pause.consumer} paused {pause.seconds:.1f}s ({pause.why}); fenced by {successor} "
         f"{(fences[0] - pause.stopped) if fences else float('nan'):.1f}s into it; resumed while {successor} read its partitions; "
