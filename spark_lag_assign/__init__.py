@@ -43,7 +43,7 @@ _LAZY = {
     **dict.fromkeys(("read_assigned", "PlanFollower", "AssignedStream"), "consume"),
     "check_assignment": "invariants",
     "compute_lag": "lag",
-    **dict.fromkeys(("PlanFormatError", "parse_plan"), "planformat"),
+    **dict.fromkeys(("PlanFormatError", "parse_plan"), "document"),
     **dict.fromkeys(("ClaimFencedError", "PublishFencedError", "StoreError", "open_store"), "store"),
 }
 
@@ -59,7 +59,7 @@ def __getattr__(name: str) -> Any:
         from spark_lag_assign.core import invariants as module
     elif where == "lag":
         from spark_lag_assign.core import lag as module
-    elif where == "planformat":
+    elif where == "document":
         from spark_lag_assign.plan import document as module
     elif where == "store":
         from spark_lag_assign import store as module

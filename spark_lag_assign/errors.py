@@ -28,7 +28,7 @@ class StrategyError(SparkLagAssignError):
 
 
 class InvariantError(SparkLagAssignError):
-    """An assignment breaks an invariant of DESIGN.md; it must never be written."""
+    """An assignment breaks an invariant (``core.invariants``); it must never be written."""
 
 
 class KafkaReadError(SparkLagAssignError):

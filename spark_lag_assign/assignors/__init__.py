@@ -1,4 +1,4 @@
-"""The assignor library: every strategy of DESIGN.md as a pure, deterministic function.
+"""The assignor library: every strategy of README's "Strategies" as a pure, deterministic function.
 
 One module per strategy (``range``, ``roundrobin``, ``lagbased``, ``shuffle``, ``sticky``,
 ``lagsticky``, ``drain``), the problem types they share (``base``), and the front end that

@@ -1,4 +1,4 @@
-"""Lag rules: how far behind a consumer group is on each partition (DESIGN.md, seeds 000/001).
+"""Lag rules: how far behind a consumer group is on each partition (README, "Strategies": seeds 000/001).
 
 - A committed offset within ``[beginning_offset, end_offset]``: ``lag = end - committed``.
 - No committed offset: the group would start at its ``auto.offset.reset`` position, so
@@ -123,7 +123,7 @@ def _integers(cells: pd.Series, col: str, source: str) -> pd.Series:
 
 
 def validate_offsets(offsets: pd.DataFrame, source: str = "offsets") -> pd.DataFrame:
-    """Check an offsets table (columns of DESIGN.md) and return it with canonical dtypes."""
+    """Check an offsets table (``OFFSET_COLUMNS``) and return it with canonical dtypes."""
     missing = [c for c in OFFSET_COLUMNS if c not in offsets.columns]
     if missing:
         raise InputError(f"{source}: missing column(s) {', '.join(missing)}")

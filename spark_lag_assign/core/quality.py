@@ -1,4 +1,4 @@
-"""Quality metrics of a plan (DESIGN.md): what the plan report prints and the benchmarks compare.
+"""Quality metrics of a plan: what the plan report prints and the benchmarks compare.
 
 - count spread: ``max - min`` partitions per consumer over the whole group, and the worst
   spread of any topic among that topic's subscribers;

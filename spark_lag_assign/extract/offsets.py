@@ -1,6 +1,6 @@
 """Extract: a consumer group's offsets, live from Kafka (kafka-python) or from a snapshot file.
 
-Both give the offsets table of DESIGN.md, one row per partition:
+Both give the offsets table (``core.lag.OFFSET_COLUMNS``), one row per partition:
 ``topic, partition, beginning_offset, end_offset, committed_offset`` (null where the group
 has committed nothing). Snapshots are CSV, JSON lines or Parquet with those columns.
 """

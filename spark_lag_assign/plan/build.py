@@ -1,4 +1,4 @@
-"""The plan document (DESIGN.md, "Plan files"): its fields, its JSON, and reading a plan file.
+"""The plan document (README, "Stores"): its fields, its JSON, and reading a plan file.
 
 Where plans are published and how a generation becomes visible whole is the store's
 business (``spark_lag_assign.store``: a Kafka store, or a plan directory whose layout

@@ -134,7 +134,7 @@ class Sizing(TypedDict):
 
 @with_config(_STRICT)
 class Plan(TypedDict):
-    """A plan generation (DESIGN.md, "Plan files"): who reads which partitions from where."""
+    """A plan generation (README, "Stores"): who reads which partitions from where."""
 
     format: Literal[1]
     generation: Annotated[int, Field(ge=1)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from spark_lag_assign.core.ids import CONSUMER_ID_PATTERN
 from spark_lag_assign.errors import ConfigError
 from spark_lag_assign.store.base import (
     FENCER,
@@ -35,8 +36,8 @@ from spark_lag_assign.store.base import (
 NO_ATOMIC_RENAME = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss", "cos", "r2"})
 #: a plan name of the Kafka store: it starts every topic and transactional id of the store,
 #: where "." separates the parts, so no name may hold one (a prefix ACL on "orders." must
-#: not cover another store's "orders.eu.plans")
-KAFKA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+#: not cover another store's "orders.eu.plans"): the consumer ids' rule, for the same reasons
+KAFKA_NAME = re.compile(CONSUMER_ID_PATTERN[1:-1])
 
 
 @dataclass(frozen=True)

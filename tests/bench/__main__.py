@@ -264,7 +264,7 @@ def render(
         "`joiner-<uuid>` reading every topic); leave (a member drawn by the seed); grow topic (8 partitions added to a "
         "topic drawn by the seed); new topic (16 partitions, read by everyone); restart (a member leaves and a new id "
         "joins in the same rebalance, as a redeployed `host-uuid` consumer does).",
-        "Metrics (DESIGN.md): count spread = max - min partitions per consumer (with differing subscriptions it is "
+        "Metrics: count spread = max - min partitions per consumer (with differing subscriptions it is "
         "not a fault: a consumer reading few topics holds fewer); worst topic spread = the worst max - min of one "
         "topic among its subscribers; optimality = max consumer lag / LB, LB = max(total lag / consumers, largest "
         "partition); lag imbalance = max / mean consumer lag; moved = partitions whose owner changed.",

@@ -1,7 +1,7 @@
 """Side by side on the same inputs: our six strategies and kafka-python's Range, RoundRobin and
 Sticky assignors, on seeded workloads, from scratch and across churn.
 
-Shapes (``spark_lag_assign.workloads``, one group per seed; sizes chosen so that many seeds
+Shapes (``spark_lag_assign.testing.workloads``, one group per seed; sizes chosen so that many seeds
 run in a minute, the scale benchmark goes to a million partitions):
 
 - ``uniform``: 40 topics x 20 partitions, lags uniform in [0, 10,000], 12 consumers.

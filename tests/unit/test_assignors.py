@@ -1,4 +1,4 @@
-"""One suite for every strategy of the registry: the invariants of DESIGN.md on random groups.
+"""One suite for every strategy of the registry: the invariants (``core.invariants``) on random groups.
 
 Every case ends with ``check_assignment``, the checker production runs before a plan is
 written; the checker itself is tested at the bottom against hand-broken assignments.
@@ -162,7 +162,7 @@ def test_registry_holds_exactly_the_six_strategies_of_the_design() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# invariants on random groups; every case also checks the balance DESIGN.md promises
+# invariants on random groups; every case also checks the balance README promises
 
 
 PER_TOPIC_BALANCED = {"range", "lag", "shuffle", "lag-sticky"}  # within one per topic, always

@@ -1,4 +1,4 @@
-"""The lag rules of DESIGN.md, without Spark or a broker."""
+"""The lag rules (README, "Strategies"), without Spark or a broker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plan metrics of DESIGN.md on small plans whose numbers are worked out by hand."""
+"""The plan metrics (``core.quality``) on small plans whose numbers are worked out by hand."""
 
 from __future__ import annotations
 
