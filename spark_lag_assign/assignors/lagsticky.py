@@ -146,10 +146,6 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
     return state.owner
 
 
-def assign_group(problem: GroupProblem) -> list[str]:
-    return np.asarray(list(problem.consumers), dtype=object)[assign_codes(problem)].tolist()
-
-
 STRATEGY = Strategy(
     "lag-sticky", "group", "count-balanced, lag-balanced across the group, sticky", assign_codes=assign_codes,
     options=tuple(DEFAULTS), uses_previous=True,

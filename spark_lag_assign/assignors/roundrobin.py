@@ -66,10 +66,6 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
     return owners
 
 
-def assign_group(problem: GroupProblem) -> list[str]:
-    return problem.codes().index.names[assign_codes(problem)].tolist()
-
-
 STRATEGY = Strategy(
     "roundrobin", "group", "Kafka's RoundRobinAssignor: one ring over all partitions", assign_codes=assign_codes,
 )

@@ -76,10 +76,6 @@ def assign_codes(problem: GroupProblem) -> np.ndarray:
     return row_owners(lay, counts, kept_before, np.asarray(problem.lags, dtype=np.float64))
 
 
-def assign_group(problem: GroupProblem) -> list[str]:
-    return problem.codes().index.names[assign_codes(problem)].tolist()
-
-
 STRATEGY = Strategy(
     "sticky", "group", "KIP-54: balanced by count, then sticky", assign_codes=assign_codes,
     uses_previous=True,

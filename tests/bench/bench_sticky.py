@@ -5,7 +5,7 @@
 For each size (topics x partitions x consumers, every consumer on every topic): the first
 assignment, then one rebalance where a consumer joins. Ours is timed end to end through
 ``spark_lag_assign.assign`` (validation and the invariant check included) and its core alone
-(``assign_group``); kafka-python through ``tests.peers.KafkaPythonSticky``. kafka-python takes
+(``frontend.run``); kafka-python through ``tests.peers.KafkaPythonSticky``. kafka-python takes
 about a minute at 500x100x500, so it runs there only with ``--with-slow-peer``; ``--million``
 adds 1000x1000x1000 for ours. Prints a table; asserts nothing.
 """
@@ -24,6 +24,7 @@ import pandas as pd
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import sticky
 from spark_lag_assign.assignors.base import GroupProblem
+from spark_lag_assign.assignors.frontend import run as owners_of
 from spark_lag_assign.core.quality import moved
 from tests.peers import KafkaPythonSticky
 
@@ -88,8 +89,8 @@ def run(size: tuple[int, int, int], repeat: int, peer: bool) -> list[dict[str, o
     first_s, first = timed(lambda: sla.assign(lags, subs, "sticky"), repeat)
     join_s, join = timed(lambda: sla.assign(lags, joined, "sticky", previous=first), repeat)
     fresh, rebalance = core_problem(lags, subs, None), core_problem(lags, joined, first)
-    first_core, _ = timed(lambda: sticky.assign_group(fresh), repeat)
-    join_core, _ = timed(lambda: sticky.assign_group(rebalance), repeat)
+    first_core, _ = timed(lambda: owners_of(sticky.STRATEGY, fresh), repeat)
+    join_core, _ = timed(lambda: owners_of(sticky.STRATEGY, rebalance), repeat)
     minimum = fewest_moves(first, consumers + 1)
     rows.append(
         {

@@ -22,6 +22,7 @@ import spark_lag_assign as sla
 from spark_lag_assign import assignors
 from spark_lag_assign.assignors import range as range_, roundrobin, sticky_rows
 from spark_lag_assign.assignors.base import GroupProblem
+from spark_lag_assign.assignors.frontend import run
 from spark_lag_assign.core import previous as previous_plan
 from spark_lag_assign.core.ids import CONSUMER_ID_PATTERN, check_consumer_id
 from spark_lag_assign.core.limits import ENGINE_LOAD_LIMIT
@@ -298,7 +299,7 @@ def test_a_hand_built_problem_and_the_front_ends_give_the_same_owners(strategy: 
 def test_roundrobin_in_one_step_per_run_of_topics_equals_the_ring_walk(lags: pd.DataFrame, data: st.DataObject) -> None:
     subs = data.draw(subscription_maps(sorted(set(lags["topic"]))))
     problem = hand_built(lags, subs, None)
-    assert roundrobin.assign_group(problem) == ring_walk(problem)
+    assert run(roundrobin.STRATEGY, problem) == ring_walk(problem)
 
 
 @given(lags=lag_frames(), data=st.data())

@@ -21,6 +21,7 @@ from hypothesis import given, strategies as st
 import spark_lag_assign as sla
 from spark_lag_assign.assignors import lagsticky
 from spark_lag_assign.assignors.base import GroupProblem
+from spark_lag_assign.assignors.frontend import run
 from spark_lag_assign.core.invariants import check_assignment
 from spark_lag_assign.core.quality import quality
 from spark_lag_assign.errors import InputError, StrategyError
@@ -472,14 +473,14 @@ def test_ten_thousand_partitions_get_a_valid_plan(make) -> None:  # type: ignore
     # how fast is the scale benchmark's claim (tests/bench/scale.py), not a unit test's
     lags, subs = make()
     assert len(lags) >= 10_000
-    got = lagsticky.assign_group(problem(lags, subs))
+    got = run(lagsticky.STRATEGY, problem(lags, subs))
     assert len(got) == len(lags)
     check_assignment(lags.assign(consumer=got), lags, subs)
 
 
 def test_a_million_partitions_for_a_thousand_consumers_come_out_even() -> None:
     lags, subs = w.uniform(topics=10_000, partitions=100, consumers=1_000, seed=0)
-    got = lagsticky.assign_group(problem(lags, subs))  # its time: tests/bench/scale.py
+    got = run(lagsticky.STRATEGY, problem(lags, subs))  # its time: tests/bench/scale.py
     index = {c: i for i, c in enumerate(sorted(subs))}
     owner = np.fromiter((index[c] for c in got), dtype=np.int64, count=len(got))
     per_consumer = np.bincount(owner, minlength=len(subs))
