@@ -134,6 +134,11 @@ class KafkaStore(Store):
     reading to the end and waiting for a write to become visible (30);
     ``claim_transaction_timeout_ms`` (10000) and ``publish_transaction_timeout_ms`` (60000),
     how long the broker lets a dead writer's open transaction hold readers back.
+
+    Beside the ``Store`` contract it offers the store's other halves (``kafka_log`` reads,
+    ``kafka_writers`` writes) what they share: ``plans_view``, ``claims_view``, ``client``,
+    ``error``, ``describe_topics``, ``ensure_topics``, ``new_producer``, ``transact`` and
+    ``sync_claims``. Nothing outside ``spark_lag_assign.store`` calls them.
     """
 
     def __init__(
@@ -162,13 +167,13 @@ class KafkaStore(Store):
         self.plans_topic = plans_topic(self.name)
         self._closed = False
         self._roles: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._ensure_topics([self.plans_topic])
-        self._plans = PlansView(self, self.plans_topic)
-        self._claims = ClaimsView(self)
+        self.ensure_topics([self.plans_topic])
+        self.plans_view = PlansView(self, self.plans_topic)
+        self.claims_view = ClaimsView(self)
 
     # -- clients and errors
 
-    def _client(self, factory: Any, doing: str, **settings: Any) -> Any:
+    def client(self, factory: Any, doing: str, **settings: Any) -> Any:
         """A kafka-python client with the store's connection and security settings."""
         from kafka.errors import KafkaConfigurationError, KafkaError
 
@@ -189,9 +194,9 @@ class KafkaStore(Store):
         except (KafkaConfigurationError, TypeError, ValueError, AssertionError) as exc:
             raise ConfigError(f"store {self.uri}: invalid Kafka client option: {one_line(exc)}") from None
         except KafkaError as exc:
-            raise self._error(doing, exc) from None
+            raise self.error(doing, exc) from None
 
-    def _error(self, doing: str, exc: BaseException, needed: Iterable[Acl] = ()) -> StoreError:
+    def error(self, doing: str, exc: BaseException, needed: Iterable[Acl] = ()) -> StoreError:
         """One line: which store, what it was doing, and what to do about it where known; a
         refusal names the ACL of ``needed`` to grant (``StoreNotAuthorizedError``)."""
         refused = not_authorized(exc, needed, StoreNotAuthorizedError, f"store {self.uri}: {doing}")
@@ -209,20 +214,20 @@ class KafkaStore(Store):
     def claims_topic(self, consumer: str) -> str:
         return claims_topic(self.name, consumer)
 
-    def _describe(self, topics: list[str]) -> dict[str, int]:
+    def describe_topics(self, topics: list[str]) -> dict[str, int]:
         """Each topic's error code in the cluster's metadata (0: there, 3: none, 29: not authorized)."""
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
-        admin = self._client(KafkaAdminClient, "connecting", bootstrap_timeout_ms=self.timeout_ms)
+        admin = self.client(KafkaAdminClient, "connecting", bootstrap_timeout_ms=self.timeout_ms)
         try:
             return {t["name"]: int(t.get("error_code", 0)) for t in admin.describe_topics(topics)}
         except KafkaError as exc:
-            raise self._error("describing the claims topics", exc) from None
+            raise self.error("describing the claims topics", exc) from None
         finally:
             admin.close()
 
-    def _ensure_topics(
+    def ensure_topics(
         self,
         wanted: list[str],
         *,
@@ -236,19 +241,19 @@ class KafkaStore(Store):
         from kafka import KafkaAdminClient
         from kafka.errors import KafkaError
 
-        admin = self._client(KafkaAdminClient, "connecting", bootstrap_timeout_ms=self.timeout_ms)
+        admin = self.client(KafkaAdminClient, "connecting", bootstrap_timeout_ms=self.timeout_ms)
         try:
             try:
                 described = {t["name"]: t for t in admin.describe_topics(list(wanted))}
             except KafkaError as exc:
-                raise self._error("describing the store's topics", exc, sorted({acl("DESCRIBE", t) for t in wanted})) from None
+                raise self.error("describing the store's topics", exc, sorted({acl("DESCRIBE", t) for t in wanted})) from None
             missing = [t for t in wanted if described.get(t, {}).get("error_code", 3) == 3]
             for topic in wanted:
                 code = described.get(topic, {}).get("error_code", 3)
                 if code not in (0, 3):  # a refusal (29) among them: a topic one may not describe is hidden
                     from kafka.errors import for_code
 
-                    raise self._error(f"describing {topic}", for_code(code)(), [acl("DESCRIBE", topic)])
+                    raise self.error(f"describing {topic}", for_code(code)(), [acl("DESCRIBE", topic)])
             for topic in wanted:  # existing topics first: a wrong one stops us before we create anything
                 if topic not in missing and check_existing:
                     self._validate(admin, topic, described[topic], acl)
@@ -267,7 +272,7 @@ class KafkaStore(Store):
         try:
             brokers = len(admin.describe_cluster()["brokers"])
         except KafkaError as exc:
-            raise self._error("describing the cluster", exc) from None
+            raise self.error("describing the cluster", exc) from None
         configs = {
             "cleanup.policy": "compact",
             "max.message.bytes": str(MAX_MESSAGE_BYTES),
@@ -285,7 +290,7 @@ class KafkaStore(Store):
             except TopicAlreadyExistsError:
                 pass  # another client created it a moment ago: validated below
             except KafkaError as exc:
-                raise self._error(
+                raise self.error(
                     f"creating topic {topic} ({creator or 'or create it yourself'}: 1 partition, cleanup.policy=compact)",
                     exc,
                     [acl("CREATE", topic), cluster("CREATE")],
@@ -309,7 +314,7 @@ class KafkaStore(Store):
         try:
             found = _topic_configs(admin, topic, ("cleanup.policy", "max.message.bytes"))
         except KafkaError as exc:
-            raise self._error(f"describing the configuration of {topic}", exc, [acl("DESCRIBE_CONFIGS", topic)]) from None
+            raise self.error(f"describing the configuration of {topic}", exc, [acl("DESCRIBE_CONFIGS", topic)]) from None
         policy = str(found.get("cleanup.policy") or "")
         if "compact" not in [p.strip() for p in policy.split(",")]:
             raise TopicLayoutError(
@@ -323,13 +328,13 @@ class KafkaStore(Store):
                 f"{BATCH_BYTES} bytes: raise it to {MAX_MESSAGE_BYTES}"
             )
 
-    def _producer(self, transactional_id: str, transaction_timeout_ms: int) -> Any:
+    def new_producer(self, transactional_id: str, transaction_timeout_ms: int) -> Any:
         """A transactional producer that holds ``transactional_id``: its ``init_transactions()``
         fences every older producer of the id and aborts what it left open."""
         from kafka import KafkaProducer
         from kafka.errors import KafkaError
 
-        producer = self._client(
+        producer = self.client(
             KafkaProducer,
             f"connecting as {transactional_id}",
             transactional_id=transactional_id,
@@ -344,12 +349,12 @@ class KafkaStore(Store):
             producer.init_transactions()
         except KafkaError as exc:
             close_quietly(producer)
-            raise self._error(
+            raise self.error(
                 f"taking the transactional id {transactional_id}", exc, [Acl("WRITE", "TransactionalId", transactional_id)]
             ) from None
         return producer
 
-    def _transact(self, producer: Any, transactional_id: str, topic: str, records: list[tuple[str, bytes | None]]) -> list[int]:
+    def transact(self, producer: Any, transactional_id: str, topic: str, records: list[tuple[str, bytes | None]]) -> list[int]:
         """Send ``records`` in one transaction and commit; their offsets. Raises the KafkaError
         after aborting what can be aborted."""
         from kafka.errors import KafkaError
@@ -371,33 +376,33 @@ class KafkaStore(Store):
     # -- plans
 
     def latest(self) -> Plan | None:
-        with self._plans.log.lock:
-            self._plans.log.sync()
-            return self._plans.latest()
+        with self.plans_view.log.lock:
+            self.plans_view.log.sync()
+            return self.plans_view.latest()
 
     def get(self, generation: int) -> Plan | None:
-        with self._plans.log.lock:
-            self._plans.log.sync()
-            return self._plans.plan(generation)
+        with self.plans_view.log.lock:
+            self.plans_view.log.sync()
+            return self.plans_view.plan(generation)
 
     def generations(self) -> list[int]:
-        with self._plans.log.lock:
-            self._plans.log.sync()
-            return self._plans.complete()
+        with self.plans_view.log.lock:
+            self.plans_view.log.sync()
+            return self.plans_view.complete()
 
     def wait_for_plan(self, newer_than: int, timeout: float) -> Plan | None:
         """A long poll: the reader's fetch waits at the broker until records arrive."""
         deadline = time.monotonic() + max(0.0, timeout)
-        with self._plans.log.lock:
+        with self.plans_view.log.lock:
             while True:
-                self._plans.log.sync()
-                newest = self._plans.newest()
+                self.plans_view.log.sync()
+                newest = self.plans_view.newest()
                 if newest and newest > newer_than:
-                    return self._plans.plan(newest)
+                    return self.plans_view.plan(newest)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
-                self._plans.log.poll(remaining)
+                self.plans_view.log.poll(remaining)
 
     def publisher(self) -> Publisher:
         self._check_open()
@@ -413,32 +418,32 @@ class KafkaStore(Store):
         self._roles.add(writer)
         return writer
 
-    def _sync_claims(self) -> None:
+    def sync_claims(self) -> None:
         """The plans first (they name the consumers whose claims to read), then every claims topic."""
-        with self._plans.log.lock:
-            self._plans.log.sync()
-            consumers = sorted(self._plans.consumers)
-            planned = self._plans.consumers_of(self._plans.newest())
-        self._claims.follow(consumers, planned)
-        self._claims.log.sync()
+        with self.plans_view.log.lock:
+            self.plans_view.log.sync()
+            consumers = sorted(self.plans_view.consumers)
+            planned = self.plans_view.consumers_of(self.plans_view.newest())
+        self.claims_view.follow(consumers, planned)
+        self.claims_view.log.sync()
 
     def claims(self) -> Claims:
-        with self._claims.log.lock:
-            self._sync_claims()
-            return self._claims.claims()
+        with self.claims_view.log.lock:
+            self.sync_claims()
+            return self.claims_view.claims()
 
     def wait_for_claims(self, after: Claims, timeout: float) -> Claims:
         """A long poll, like ``wait_for_plan``."""
         deadline = time.monotonic() + max(0.0, timeout)
         before = claim_versions(after)
-        with self._claims.log.lock:
+        with self.claims_view.log.lock:
             while True:
-                self._sync_claims()
-                now = self._claims.claims()
+                self.sync_claims()
+                now = self.claims_view.claims()
                 remaining = deadline - time.monotonic()
                 if claim_versions(now) != before or remaining <= 0:
                     return now
-                self._claims.log.poll(remaining)
+                self.claims_view.log.poll(remaining)
 
     # -- life cycle
 
@@ -450,8 +455,8 @@ class KafkaStore(Store):
         self._closed = True
         for role in list(self._roles):
             role.close()
-        self._plans.log.close()
-        self._claims.log.close()
+        self.plans_view.log.close()
+        self.claims_view.log.close()
 
     def __repr__(self) -> str:
         return f"KafkaStore({self.uri!r})"

@@ -73,7 +73,7 @@ class _TopicLog:
         if self._consumer is None:
             from kafka import KafkaConsumer
 
-            consumer = self.store._client(
+            consumer = self.store.client(
                 KafkaConsumer,
                 f"reading {', '.join(self.topics) or 'the store'}",
                 group_id=None,
@@ -121,11 +121,11 @@ class _TopicLog:
         try:
             return {t for t in consumer.topics() if t.startswith(prefix)}
         except KafkaError as exc:
-            raise self.store._error(f"listing the topics {prefix}*", exc, [Acl("READ", "Topic", prefix, "prefixed")]) from None
+            raise self.store.error(f"listing the topics {prefix}*", exc, [Acl("READ", "Topic", prefix, "prefixed")]) from None
 
     def _fail(self, doing: str, exc: BaseException, topics: Iterable[str]) -> StoreError:
         topics = list(topics)
-        return self.store._error(f"{doing} {', '.join(topics)}", exc, sorted({self.read_acl(t) for t in topics}))
+        return self.store.error(f"{doing} {', '.join(topics)}", exc, sorted({self.read_acl(t) for t in topics}))
 
     def position(self, topic: str) -> int:
         from kafka.errors import KafkaError
@@ -375,9 +375,9 @@ class ClaimsView:
         if hidden:  # a topic the listing hides may be one this principal may not read: ask for it by name
             from kafka.errors import TopicAuthorizationFailedError
 
-            codes = self.store._describe(hidden)
+            codes = self.store.describe_topics(hidden)
             if any(code == TopicAuthorizationFailedError.errno for code in codes.values()):
-                raise self.store._error(f"reading the claims of {self.prefix}*", TopicAuthorizationFailedError(), [self.read_acl])
+                raise self.store.error(f"reading the claims of {self.prefix}*", TopicAuthorizationFailedError(), [self.read_acl])
         self._unseen = {
             topic[len(self.prefix) :]: f"its claims topic {topic} does not exist (the planner creates it before it publishes)"
             for topic in hidden

@@ -58,13 +58,13 @@ class KafkaPublisher(Publisher):
     def __init__(self, store: KafkaStore) -> None:
         self.store = store
         self.transactional_id = planner_transactional_id(store.name)
-        self._producer: Any = store._producer(self.transactional_id, store.publish_transaction_timeout_ms)
+        self._producer: Any = store.new_producer(self.transactional_id, store.publish_transaction_timeout_ms)
         self._fenced = False
         try:
-            with store._plans.log.lock:
-                store._plans.log.sync()  # only now: a generation we compute cannot collide
-                self._previous = store._plans.latest()
-                self._next = store._plans.highest + 1
+            with store.plans_view.log.lock:
+                store.plans_view.log.sync()  # only now: a generation we compute cannot collide
+                self._previous = store.plans_view.latest()
+                self._next = store.plans_view.highest + 1
         except BaseException:
             self.close()
             raise
@@ -89,21 +89,21 @@ class KafkaPublisher(Publisher):
         check_plan(plan, f"{store.uri} generation {generation}")
         # every consumer the plan names can claim from the moment it reads the plan
         prefix = claims_prefix(store.name)
-        store._ensure_topics(
+        store.ensure_topics(
             [store.claims_topic(c) for c in sorted(plan["consumers"])],
             creator=f"the planner creates {prefix}<consumer> for each consumer it plans; or create it yourself",
             check_existing=False,
             acl=lambda operation, _topic: Acl(operation, "Topic", prefix, "prefixed"),
         )
         records, manifest = encode_plan(plan)
-        with store._plans.log.lock:
+        with store.plans_view.log.lock:
             cutoff = self._next - store.history + 1
-            tombstones: list[tuple[str, bytes | None]] = [(k, None) for k in store._plans.keys_before(cutoff)]
+            tombstones: list[tuple[str, bytes | None]] = [(k, None) for k in store.plans_view.keys_before(cutoff)]
         batch: list[tuple[str, bytes | None]] = [*records, *tombstones, manifest]
         from kafka.errors import KafkaError
 
         try:
-            offsets = store._transact(self._producer, self.transactional_id, store.plans_topic, batch)
+            offsets = store.transact(self._producer, self.transactional_id, store.plans_topic, batch)
         except KafkaError as exc:
             if _is_fenced(exc):
                 self._fenced = True
@@ -111,13 +111,13 @@ class KafkaPublisher(Publisher):
                     f"store {store.uri}: generation {generation} not published: another planner took the role "
                     f"{self.transactional_id} ({type(exc).__name__})"
                 ) from None
-            raise store._error(
+            raise store.error(
                 f"publishing generation {generation}", exc,
                 [Acl("WRITE", "Topic", store.plans_topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
             ) from None  # fmt: skip
         self._previous = plan
         self._next = generation + 1  # committed: the number is used even if the wait below fails
-        store._plans.log.read_past(store.plans_topic, offsets[-1], f"waiting for generation {generation} to become visible")
+        store.plans_view.log.read_past(store.plans_topic, offsets[-1], f"waiting for generation {generation} to become visible")
         log.info("%s: published generation %d in %d records", store.uri, generation, len(batch))
 
     def close(self) -> None:
@@ -137,14 +137,14 @@ class KafkaClaimWriter(ClaimWriter):
         self.topic = store.claims_topic(consumer)
         self.incarnation = uuid.uuid4().hex
         self.transactional_id = claim_transactional_id(store.name, consumer)
-        store._ensure_topics([self.topic], creator=f"the planner creates it when a plan names {consumer}; or create it yourself")
-        self._producer: Any = store._producer(self.transactional_id, store.claim_transaction_timeout_ms)
+        store.ensure_topics([self.topic], creator=f"the planner creates it when a plan names {consumer}; or create it yourself")
+        self._producer: Any = store.new_producer(self.transactional_id, store.claim_transaction_timeout_ms)
         self._fenced = False
         try:
-            with store._claims.log.lock:
-                store._claims.log.add([self.topic])
-                store._sync_claims()
-                found = store._claims.read(consumer)
+            with store.claims_view.log.lock:
+                store.claims_view.log.add([self.topic])
+                store.sync_claims()
+                found = store.claims_view.read(consumer)
         except BaseException:
             self.close()
             raise
@@ -174,7 +174,7 @@ class KafkaClaimWriter(ClaimWriter):
         from kafka.errors import KafkaError
 
         try:
-            (offset,) = store._transact(
+            (offset,) = store.transact(
                 self._producer, self.transactional_id, self.topic, [(self.consumer, record.to_json().encode())]
             )
         except KafkaError as exc:
@@ -185,12 +185,12 @@ class KafkaClaimWriter(ClaimWriter):
                     "incarnation took it over, or the broker aborted a claim transaction that outlived "
                     "claim_transaction_timeout_ms (an outage longer than it); either way this one stops"
                 ) from None
-            raise store._error(
+            raise store.error(
                 f"writing the claim of {self.consumer}", exc,
                 [Acl("WRITE", "Topic", self.topic), Acl("WRITE", "TransactionalId", self.transactional_id)],
             ) from None  # fmt: skip
         self._seq += 1
-        store._claims.log.read_past(self.topic, offset, f"waiting for the claim of {self.consumer} to become visible")
+        store.claims_view.log.read_past(self.topic, offset, f"waiting for the claim of {self.consumer} to become visible")
         return record
 
     def close(self) -> None:
