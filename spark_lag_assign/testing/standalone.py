@@ -101,9 +101,11 @@ def missing_modules(python: str | os.PathLike[str], names: Sequence[str]) -> lis
         "import importlib.util, sys\n"
         "print(','.join(n for n in sys.argv[1:] if importlib.util.find_spec(n) is None))"
     )
-    # from a neutral directory and environment, as a worker starts it: not this checkout's
+    # from a neutral directory (not this checkout), in the environment a worker inherits
+    # (``StandaloneCluster._env`` passes this process's on): a PYTHONPATH there would reach it too
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     done = subprocess.run([str(python), "-c", code, *names], capture_output=True, text=True, check=True,
-                          env={"PATH": os.environ.get("PATH", "")}, cwd=Path(python).parent)  # fmt: skip
+                          env=env, cwd=Path(python).parent)  # fmt: skip
     return [n for n in done.stdout.strip().split(",") if n]
 
 

@@ -384,6 +384,7 @@ def test_a_pipeline_that_may_not_fence_its_predecessor_ends_at_once_naming_the_a
     assert pipeline.query is None
 
 
+@pytest.mark.kafka_source  # its query reads with Spark's Kafka source, also when this file runs alone
 def test_a_pipeline_whose_query_may_not_read_its_topic_ends_naming_the_acl(
     kafka_acl: LocalKafka, data: tuple[str, str], spark: Any, tmp_path: Path
 ) -> None:
