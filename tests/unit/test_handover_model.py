@@ -22,7 +22,10 @@ their own so that they happen in most examples, not by luck:
   reopen it and was paused before doing so, or a broker outage longer than the lease hit
   while its commits were in flight, or it first renewed late (within its lease) while the
   successor waited on a view read before the renewal, or it renewed while a read of the
-  successor ran, which showed the renewal; every other takeover, the successor is then
+  successor ran, which showed the renewal, or it was paused right after a renewal that the
+  successor read at once, and the successor acts the moment its own clock says the lease
+  ran out (with the holder's clock slow and the successor's fast, only the margin keeps the
+  holder's own deadline first: without it, I1 fails); every other takeover, the successor is then
   replaced by a new incarnation (its fence notes must outlive it);
 - a decision taken now and performed later (a process paused between ``next()`` and its
   effect), for every kind of action;
@@ -104,7 +107,9 @@ DRIFT = 0.04
 MAX_PROCS = 8
 MAX_GENERATIONS = 10
 MAX_RECORDS = 3  # one micro-batch reads at most this many records of a partition
-TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage", "kafka-outage", "late-renewal", "slow-read")
+TAKEOVERS = ("plain", "lost-producer", "reopen-decided", "outage", "kafka-outage", "late-renewal", "slow-read", "tight")
+#: the takeovers that move the plan, pause the holder and pace the successor themselves
+STAGED = ("late-renewal", "slow-read", "tight")
 
 TP = tuple[str, int]
 STEPS = itertools.count()  # every rule run, over all examples: the summary reports it
@@ -864,6 +869,11 @@ class HandoverModel(RuleBasedStateMachine):
         slow-read       the plan moves its partitions first; it renews while a read of the
                         successor runs, which shows the renewal, and is paused; the successor's
                         next step falls a whole lease after that read began (``read_slowly``).
+        tight           the plan moves its partitions first; it renews and is paused at once,
+                        the successor reads the renewal at once and then steps a tenth of a
+                        second at a time: it acts the moment its own clock says the lease ran
+                        out, and only the margin keeps the holder's own deadline before that
+                        (``renew_then_pause``; the holder's clock may run slow, the successor's fast).
 
         Then, in any variant, the successor may crash once it reads and a new incarnation
         take its id over: the fence notes must outlive the incarnation that wrote them.
@@ -909,14 +919,16 @@ class HandoverModel(RuleBasedStateMachine):
         self.seen(f"takeover ({how})")
         if self.can_batch(a):
             self.run_batch(a, data, report_now=False)  # its report is still in the listener's queue
-        if how in ("late-renewal", "slow-read"):
+        if how in STAGED:
             moved = data.draw(st.sets(st.sampled_from(sorted(holds)), min_size=1), label="moved")
             to = data.draw(st.sampled_from([c for c in CONSUMERS if c != a.consumer]), label="successor")
             self.move(moved, to, a.consumer)  # the holder's watcher has not delivered it yet
             if how == "late-renewal":
                 self.renew_late(data, a, to)
-            else:
+            elif how == "slow-read":
                 self.read_slowly(data, a, to)
+            else:
+                self.renew_then_pause(data, a, to)
             a.paused = True
         if how in ("lost-producer", "reopen-decided"):
             self.fail_a_commit(a)
@@ -949,28 +961,29 @@ class HandoverModel(RuleBasedStateMachine):
             w.now = max(w.now, self.real(a, a.core.deadline()) + 1.0)  # time never goes back
             self.settle(a, data)
             w.down = False
-        elif how not in ("late-renewal", "slow-read"):
+        elif how not in STAGED:
             a.paused = True
-        if self.exclusive:  # past the lease by any pipeline's clock
+        if self.exclusive and how != "tight":  # past the lease by any pipeline's clock
             lapse = self.real(a, a.core.deadline()) if a.core.deadline() > float("-inf") else w.now
             w.now = max(w.now, lapse + self.lease * 1.2 + 0.5)
         # with wild clocks the successor's loop below alone decides when the lease ran out: a
         # holder with a slow clock still believes in its lease when it resumes (the notes stop it)
-        if how not in ("late-renewal", "slow-read"):
+        if how not in STAGED:
             moved = data.draw(st.sets(st.sampled_from(sorted(holds)), min_size=1), label="moved")
             to = data.draw(st.sampled_from([c for c in CONSUMERS if c != a.consumer]), label="successor")
             self.move(moved, to, a.consumer)
         b = next((p for p in self.procs if p.consumer == to and p.runs), None)
         if b is None:
             b = self.spawn(to, False, data.draw(self.rates(), label="clock rate"), data.draw(st.sampled_from(("files", "kafka")), label="sink"))
-        for _ in range(60):  # the successor's loop runs, a second at a time, until it reads what it gained
+        step = 0.1 if how == "tight" else 1.0
+        for _ in range(int(60 / step)):  # the successor's loop runs, a step at a time, until it reads what it gained
             if self.service:
                 self.fencer_acts()
             self.settle(b, _Fixed(), 30)
             if (b.query is not None and moved <= b.query.holds) or not b.runs:
                 break
             self.perform(b, _Fixed())  # its wait: a poll of the plan, a read of the claims
-            w.now += 1.0
+            w.now += step
         if b.query is not None and moved <= b.query.holds:
             self.seen("a successor reads what it took over")
             if self.can_batch(b):
@@ -1030,6 +1043,26 @@ class HandoverModel(RuleBasedStateMachine):
         if b.runs and b.decided is None and a.core.written is not None and a.core.written.version != version:
             self.seen("a successor decides a lease after it first saw a claim renewed since")
             self.perform(b, _Fixed())
+
+    def renew_then_pause(self, data: st.DataObject, a: Proc, to: str) -> None:
+        """The ``tight`` takeover's first part, once the plan has moved some of ``a``'s
+        partitions to ``to``: ``to``'s pipeline claims, reads ``a``'s claim and waits for it;
+        ``a``'s renewal falls due and goes out, and ``a`` is paused right after (by the caller);
+        ``to`` reads the renewal at once. Its loop then steps a tenth of a second at a time, so
+        it may act a lease after that read by its own clock, while a slow clock keeps ``a``'s
+        own deadline later than it would be in real time: the margin is what keeps ``a``'s
+        deadline first (I1 at ``to``'s start; without the margin a slow holder is still live)."""
+        w = self.world
+        b = self.waiting_successor(data, to)
+        w.now = max(w.now, self.real(a, a.core.sent_at + a.core.renew_every))  # its renewal falls due
+        if not (b.runs and b.decided is None and a.runs and a.query is not None and self.live(a) and a.decided is None):
+            return
+        version = a.core.written.version if a.core.written is not None else None
+        self.perform(a, _Fixed())  # the renewal
+        if a.core.written is None or a.core.written.version == version or not self.live(a):
+            return
+        self.seen("a successor waits on a holder paused right after its renewal")
+        b.core.saw_claims(w.view(len(w.log)), self.own(b))  # it reads the renewal at once
 
     def read_slowly(self, data: st.DataObject, a: Proc, to: str) -> None:
         """The ``slow-read`` takeover's first part, once the plan has moved some of ``a``'s
