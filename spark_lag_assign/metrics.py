@@ -267,7 +267,7 @@ class FollowerMetrics:
         )
         self._handovers = counter(
             "follower_handovers_total",
-            "Handovers completed: a plan (not the first seen) gave this pipeline partitions other than those it read,"
+            "Handovers completed: a plan (not the first seen) gave this pipeline partitions it did not read,"
             " and it reads them.",
         )
         self._handover_seconds = Histogram(

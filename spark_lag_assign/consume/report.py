@@ -54,11 +54,11 @@ class FollowerReport:
     def saw_plan(self, core: Handover | None, generation: int, new: Holds, reads: Holds, *, first: bool) -> None:
         """A newer plan, which the state machine has seen: it gives us ``new``, we read ``reads``.
 
-        A handover begins with a plan that gives us partitions other than those we read (none,
-        if we read nothing), unless it is the first plan we see (that is a start), and lasts
-        until a query reads them (``started``). A later plan that leaves us nothing (a stop),
-        or exactly what we read, ends it uncounted: no query will start to end it."""
-        if first or not new or new == reads:
+        A handover begins with a plan that gives us partitions we do not read (all of them, if
+        we read nothing), unless it is the first plan we see (that is a start), and lasts
+        until a query reads them (``started``). A later plan that gives us nothing new (a stop,
+        a plan that only takes some away, or exactly what we read) ends it uncounted."""
+        if first or not new - reads:
             self._handover_since = None
         elif self._handover_since is None:
             self._handover_since = self.clock()

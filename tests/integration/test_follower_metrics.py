@@ -96,8 +96,8 @@ def test_a_live_pipelines_endpoint_counts_its_handover_and_shows_a_wait_growing(
         stack.callback(b.follower.stop)
         wait_until(lambda: a.started(2), 120, "A reads generation 2")
         found = scrape(port_a)
-        assert value(found, "spark_lag_assign_follower_handovers_total", consumer="A") == 1
-        assert value(found, "spark_lag_assign_follower_handover_duration_seconds_count", consumer="A") == 1
+        assert value(found, "spark_lag_assign_follower_handovers_total", consumer="A") == 0  # fewer is no handover
+        assert value(found, "spark_lag_assign_follower_handover_duration_seconds_count", consumer="A") == 0
         assert value(found, "spark_lag_assign_follower_generation", consumer="A") == 2
         assert value(found, "spark_lag_assign_follower_partitions", consumer="A") == 1
 
@@ -136,6 +136,14 @@ def test_a_live_pipelines_endpoint_counts_its_handover_and_shows_a_wait_growing(
         assert value(found, "spark_lag_assign_follower_records_read_total", consumer="B") == 0  # never counted
         assert value(found, "spark_lag_assign_follower_lease_renewals_total", consumer="B") == 0
         assert b.started(2)  # raises if B's run ended with an error
+
+        # generation 3: metered-1 goes back to A, which waits for B's release: a handover
+        hand_plan(plan_dir, 3, {"A": {TOPIC: [0, 1]}, "B": {TOPIC: [2, 3]}, "Z": {}}, {}, group=GROUP)
+        wait_until(lambda: a.started(3), 120, "A reads generation 3")
+        found = scrape(port_a)
+        assert value(found, "spark_lag_assign_follower_handovers_total", consumer="A") == 1
+        assert value(found, "spark_lag_assign_follower_handover_duration_seconds_count", consumer="A") == 1
+        assert (value(found, "spark_lag_assign_follower_handover_duration_seconds_sum", consumer="A") or 0) > 0
 
         summaries = {name: r.finish() for name, r in (("A", a), ("B", b))}
     assert {n: s.reason for n, s in summaries.items()} == {"A": "stopped", "B": "stopped"}

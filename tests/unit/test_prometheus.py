@@ -145,6 +145,10 @@ def test_a_handover_is_timed_from_the_plan_that_moves_partitions_to_the_query_th
         (20_000.0, 5, x, z),  # x instead of z ...
         (20_001.0, 6, z, z),  # ... and back to what it reads before it stopped: none
         (30_000.0, None, z, z),  # a query restarted under the same partitions
+        (30_001.0, 7, x | z, z),  # x as well: a handover begins ...
+        (30_002.0, 8, z, z),  # ... and the next plan takes x back: none
+        (40_000.0, 9, x, z | x),  # reading both, it keeps x alone: fewer is no handover ...
+        (40_010.0, None, x, x),  # ... so the query's restart under fewer counts none
     ]
     for at, generation, new, reads in steps:
         now[0] = at
