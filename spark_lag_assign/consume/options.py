@@ -14,7 +14,7 @@ settings differently (``security_protocol``, ``sasl_plain_password``): they take
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
@@ -187,7 +187,7 @@ def foreign_commits(
     metadata: Mapping[TopicPartition, str],
     owners: Callable[[int], Mapping[TopicPartition, str] | None],
     newest: int,
-    kept: Callable[[], Sequence[int] | None] = lambda: None,
+    kept: Callable[[], Mapping[int, frozenset[str]] | None] = lambda: None,
 ) -> dict[TopicPartition, str]:
     """Commits the group holds that no pipeline of the plan made, and why: a pipeline names
     itself and the generation it reads under in every commit's metadata (``metadata``),
@@ -197,12 +197,13 @@ def foreign_commits(
     generation no plan has. Commits without our metadata are not judged.
 
     ``owners(g)``: partition -> consumer in generation g (None: not kept, or not readable now);
-    ``kept()``: the generations the store keeps (None: not readable now). A generation the
-    store no longer keeps is judged by the oldest kept one after it: a pipeline reads under
-    one generation for as long as its partitions stay the same, so the consumer that committed
-    under an older one still owned the partition then, unless the partition moved away longer
-    ago than the store remembers and nobody committed it since (reported then, and the start
-    falls back as for any commit reported here). What cannot be read now is not judged."""
+    ``kept()``: generation -> its consumers, for every generation the store keeps (None: not
+    readable now). A commit under a generation the store no longer keeps is foreign only if
+    it names a consumer that no kept plan has: who owned the partition back then is gone, and
+    an honest commit that old is common (a pipeline reads under one generation while its
+    partitions stay the same; a successor that was down while the planner published on finds
+    its predecessor's commit under a long-gone generation), where distrusting it would start
+    the successor by the reset rule and could skip records. What cannot be read is not judged."""
     found: dict[TopicPartition, str] = {}
     kept_once = cache(kept)
     for tp, text in sorted(metadata.items()):
@@ -213,25 +214,16 @@ def foreign_commits(
         if generation > newest:
             found[tp] = f"names {consumer} under generation {generation}, newer than any plan ({newest})"
             continue
-        judged_by, plan_owners = generation, owners(generation)
-        if plan_owners is None:
-            generations = kept_once()
-            if generations is None or generation in generations:
-                continue  # kept, or maybe kept, but not readable now: not judged
-            later = min((g for g in generations if g > generation), default=None)
-            if later is None:
-                continue
-            judged_by, plan_owners = later, owners(later)
-            if plan_owners is None:
-                continue
-        if plan_owners.get(tp) != consumer:
-            owner = plan_owners.get(tp) or "nobody"
-            found[tp] = (
-                f"names {consumer} under generation {generation}, where {owner} owned it"
-                if judged_by == generation
-                else f"names {consumer} under generation {generation} (no longer kept), and {owner} owned it in "
-                f"generation {judged_by}, the oldest kept after it"
-            )
+        plan_owners = owners(generation)
+        if plan_owners is not None:
+            if plan_owners.get(tp) != consumer:
+                found[tp] = f"names {consumer} under generation {generation}, where {plan_owners.get(tp) or 'nobody'} owned it"
+            continue
+        generations = kept_once()
+        if not generations or generation in generations:
+            continue  # kept, or maybe kept, but not readable now: not judged
+        if not any(consumer in members for members in generations.values()):
+            found[tp] = f"names {consumer} under generation {generation} (no longer kept), and no plan the store keeps has {consumer}"
     return found
 
 

@@ -92,11 +92,18 @@ class StartOffsets:
             )
         return self._owners_of[generation]
 
-    def _kept(self) -> list[int] | None:
-        """The generations the store keeps (None: it cannot be read now)."""
+    def _kept(self) -> dict[int, frozenset[str]] | None:
+        """Every generation the store keeps, with its consumers (None: it cannot be read now).
+        Read only for a commit under a generation no longer kept, which is rare."""
         try:
-            return self.store.generations()
-        except StoreError:
+            found = {}
+            for generation in self.store.generations():
+                plan = self.plan(generation)
+                if plan is None:
+                    return None
+                found[generation] = frozenset(plan["consumers"])
+            return found
+        except (StoreError, PlanFormatError):
             return None
 
     def read(

@@ -145,26 +145,23 @@ def test_a_commit_naming_a_consumer_that_did_not_own_the_partition_is_foreign() 
     }
 
 
-def test_a_commit_naming_a_generation_no_longer_kept_is_judged_by_the_oldest_kept_after_it() -> None:
-    """Generations 1 and 2 are gone: a commit under them is judged by generation 3. A kept
-    generation that cannot be read now, or a store whose list cannot be read, judges nothing."""
-    kept_owners = {3: {P: "A", ("t", 1): "B"}, 4: {P: "B", ("t", 1): "B"}}
+def test_a_commit_under_a_generation_no_longer_kept_is_foreign_only_if_no_kept_plan_has_its_consumer() -> None:
+    """Generations 1 and 2 are gone. An outsider's commit under them is foreign; a pipeline's
+    is not, even where the partition moved away longer ago than the store remembers (its
+    successor was down while the planner published on: distrusting it would start from the
+    reset rule and could skip records). What cannot be read judges nothing."""
+    kept_owners = {3: {P: "B", ("t", 1): "B"}, 4: {P: "B", ("t", 1): "B"}}
+    kept = {3: frozenset({"A", "B"}), 4: frozenset({"B"})}
     metadata = {
-        P: "spark-lag-assign consumer=A generation=1",  # A read t-0 under 1 and still owned it in 3
-        ("t", 1): "spark-lag-assign consumer=M generation=2",  # M never owned anything kept
-        ("t", 2): "spark-lag-assign consumer=A generation=0",  # no generation 0: nobody owned t-2 in 3
+        P: "spark-lag-assign consumer=A generation=1",  # A's, before t-0 moved to B: trusted
+        ("t", 1): "spark-lag-assign consumer=M generation=2",  # M is in no plan kept
+        ("t", 2): "spark-lag-assign consumer=B generation=0",  # B is
     }
-    found = foreign_commits(metadata, kept_owners.get, newest=4, kept=lambda: [3, 4])
-    assert found == {
-        ("t", 1): "names M under generation 2 (no longer kept), and B owned it in generation 3, the oldest kept after it",
-        ("t", 2): "names A under generation 0 (no longer kept), and nobody owned it in generation 3, the oldest kept after it",
-    }
+    found = foreign_commits(metadata, kept_owners.get, newest=4, kept=lambda: kept)
+    assert found == {("t", 1): "names M under generation 2 (no longer kept), and no plan the store keeps has M"}
     assert foreign_commits(metadata, kept_owners.get, newest=4, kept=lambda: None) == {}
-    assert foreign_commits(metadata, lambda g: None, newest=4, kept=lambda: [1, 2, 3, 4]) == {}
-    # t-0 moved from A to B longer ago than the store remembers, and nobody committed it since
-    assert foreign_commits({P: metadata[P]}, kept_owners.get, newest=4, kept=lambda: [4]) == {
-        P: "names A under generation 1 (no longer kept), and B owned it in generation 4, the oldest kept after it"
-    }
+    # generation 2 is listed as kept but cannot be read now: not judged
+    assert foreign_commits(metadata, kept_owners.get, newest=4, kept=lambda: {2: frozenset(), **kept}) == {}
 
 
 def test_a_refused_claims_read_ends_the_fencer_with_the_line_naming_the_acl(tmp_path) -> None:

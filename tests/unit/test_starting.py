@@ -97,3 +97,33 @@ def test_a_store_that_fails_once_is_asked_again_for_a_generation_s_owners() -> N
     assert offsets.owners(1) is None
     assert offsets.owners(1) == {("t0", 0): "a", ("t1", 0): "b"}
     assert calls == [1, 1]
+
+
+def test_a_commit_under_a_generation_the_store_no_longer_keeps_is_judged_by_the_plans_it_keeps(monkeypatch) -> None:
+    """The wiring: the start hands ``foreign_commits`` every kept generation's consumers, and
+    reports what it finds; an outsider's commit is not started from, a pipeline's is."""
+    kept = {
+        3: {"generation": 3, "reset": "latest", "consumers": {"a": {"assign": {"t1": [0]}}, "b": {"assign": {"t0": [0]}}}},
+        4: {"generation": 4, "reset": "latest", "consumers": {"b": {"assign": {"t0": [0], "t1": [0]}}}},
+    }
+
+    class Kept:
+        def get(self, generation: int) -> dict | None:
+            return kept.get(generation)
+
+        def generations(self) -> list[int]:
+            return sorted(kept)
+
+    def group(*args: Any, distrust: Any, **kwargs: Any) -> dict[str, dict[str, int]]:
+        found = distrust({("t0", 0): "spark-lag-assign consumer=m generation=1", ("t1", 0): "spark-lag-assign consumer=a generation=2"})
+        return {t: {"0": -1 if (t, 0) in found else n} for t, n in (("t0", 100), ("t1", 7))}
+
+    monkeypatch.setattr(starting, "read_group_starting_offsets", group)
+    reported: list[tuple[str, int, str]] = []
+    offsets = starting.StartOffsets(
+        Kept(), "b", "127.0.0.1:9", {}, timeout_ms=1000, commit_timeout=1.0,
+        on_foreign=lambda t, p, why: reported.append((t, p, why)), pause=lambda s: None,
+    )  # fmt: skip
+    got = offsets.read(kept[4], {"t0": [0], "t1": [0]}, "g", 4, {})
+    assert reported == [("t0", 0, "names m under generation 1 (no longer kept), and no plan the store keeps has m")]
+    assert got == {"t0": {"0": -1}, "t1": {"0": 7}} and offsets.foreign_commits == 1
