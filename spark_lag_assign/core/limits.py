@@ -26,7 +26,13 @@ def outside(values: Any, low: int, high: int) -> np.ndarray:
     infinite, a bool, text or out of range. Compared in the values' own kind (integers as
     integers, floats as floats, Python ints exactly), so nothing wraps or rounds on the way:
     2**63 - 1 is in ``[0, INT64_LIMIT)`` and 2**63 is not, whatever the column's dtype."""
-    array = np.asarray(values)
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and not isinstance(dtype, np.dtype):  # pandas' nullable and Arrow types: each value as it is
+        array = values.to_numpy(dtype=object, na_value=None)
+    else:
+        array = np.asarray(values)
+    if array.dtype.kind in "mM":  # times are no counts
+        return np.ones(len(array), dtype=bool)
     if array.dtype.kind == "i":
         return (array < low) | (array > high - 1) if high - 1 <= np.iinfo(np.int64).max else array < low
     if array.dtype.kind == "u":

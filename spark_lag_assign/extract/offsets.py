@@ -315,7 +315,7 @@ def _read_json(path: Path) -> pd.DataFrame:
     frame = pd.read_json(path, lines=True, engine="pyarrow", dtype_backend="numpy_nullable")
     again = [col for col in OFFSET_COLUMNS[1:] if col in frame.columns and frame[col].dtype.kind == "f"]
     if again:
-        with path.open(encoding="utf-8") as lines:
+        with path.open(encoding="utf-8-sig") as lines:  # pyarrow takes a byte-order mark too
             rows = [json.loads(line) for line in lines if line.strip()]
         if len(rows) == len(frame) and all(isinstance(row, dict) for row in rows):
             for col in again:

@@ -158,6 +158,17 @@ def test_a_json_snapshot_value_that_is_no_offset_is_named_as_the_file_writes_it(
     assert message in str(err.value) and "\n" not in str(err.value) and "e+" not in str(err.value), str(err.value)
 
 
+def test_a_json_snapshot_with_a_byte_order_mark_reads_as_pyarrow_reads_it(tmp_path) -> None:
+    """The exact re-read of a float column takes the mark as pyarrow does."""
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(
+        b"\xef\xbb\xbf"
+        b'{"topic": "t0", "partition": 0, "beginning_offset": 0, "end_offset": 5.0, "committed_offset": 1}\n'
+        b'{"topic": "t0", "partition": 1, "beginning_offset": 0, "end_offset": 7, "committed_offset": null}\n'
+    )
+    assert read_snapshot(path)["end_offset"].tolist() == [5, 7]
+
+
 def read_as_text(path) -> pd.DataFrame:
     """The oracle of the CSV reader: every column read as text, each number cell converted."""
     frame = pd.read_csv(path, dtype=str, index_col=False)
