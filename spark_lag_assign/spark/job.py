@@ -210,6 +210,7 @@ def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
         store.publisher() as publisher,
     ):
         current = publisher.previous()
+        check_fencing(current, {"fencing": settings.fencing}, allow=settings.fencing_change)  # before any work
         previous = plan_io.assignment_frame(current) if current else None
         with timings.phase("extract"):
             offsets = extract_offsets(settings)
@@ -269,7 +270,6 @@ def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
             if sizing is not None:
                 doc["sizing"] = sizing.as_json()  # type: ignore[typeddict-item]
             check_shrink(current, doc, allow=settings.allow_shrink)  # an empty snapshot must not replace a real plan
-            check_fencing(current, doc, allow=settings.fencing_change)
             publisher.publish(doc)
         where = store.uri
     log.info("published generation %d to %s", doc["generation"], where)

@@ -43,7 +43,7 @@ def _freeze(what: str) -> None:
 def _patch() -> None:
     from spark_lag_assign.store import fs, hadoop, kafka as kafka_store
 
-    transact = kafka_store.KafkaStore._transact
+    transact = kafka_store.KafkaStore.transact
 
     def frozen_transact(self: Any, producer: Any, transactional_id: str, topic: str, records: list[tuple[str, Any]]) -> Any:
         if topic != self.plans_topic:
@@ -54,7 +54,7 @@ def _patch() -> None:
         producer.flush()
         _freeze(f"{len(records) - 1} of {len(records)} records of the generation sent in an open transaction (no manifest, no commit)")
 
-    kafka_store.KafkaStore._transact = frozen_transact
+    kafka_store.KafkaStore.transact = frozen_transact
 
     def frozen_rename(original: Any) -> Any:
         def rename(self: Any, src: str, dst: str) -> bool:
