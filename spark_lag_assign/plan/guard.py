@@ -115,9 +115,10 @@ def check_shrink(previous: Mapping[str, Any] | None, new: Mapping[str, Any], *, 
     return found
 
 
-def check_fencing(previous: Mapping[str, Any] | None, new: Mapping[str, Any], *, allow: bool) -> None:
-    """Refuse (``FencingChangeRefusedError``, one line) a plan that fences otherwise than the
-    previous generation, unless ``allow``: then it is a warning.
+def check_fencing(previous: Mapping[str, Any] | None, fencing: str, *, allow: bool) -> None:
+    """Refuse (``FencingChangeRefusedError``, one line) a new plan that fences by ``fencing``
+    ("self" or "service") otherwise than the previous generation, unless ``allow``: then it
+    is a warning. Checked before any work: the setting and the previous plan are all it needs.
 
     Who fences is the store's choice, not one plan's: a pipeline trusts fence notes by the rule
     of the newest plan it has seen ("service": the fencer's alone), so while one pipeline still
@@ -126,7 +127,7 @@ def check_fencing(previous: Mapping[str, Any] | None, new: Mapping[str, Any], *,
     it with every pipeline stopped."""
     if previous is None:
         return
-    before, after = previous.get("fencing", "self"), new.get("fencing", "self")
+    before, after = previous.get("fencing", "self"), fencing  # a plan without the field fences by "self"
     if before == after:
         return
     said = (

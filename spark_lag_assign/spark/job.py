@@ -210,7 +210,7 @@ def _run(settings: Settings, spark: Any, timings: Timings) -> Result:
         store.publisher() as publisher,
     ):
         current = publisher.previous()
-        check_fencing(current, {"fencing": settings.fencing}, allow=settings.fencing_change)  # before any work
+        check_fencing(current, settings.fencing, allow=settings.fencing_change)  # before any work
         previous = plan_io.assignment_frame(current) if current else None
         with timings.phase("extract"):
             offsets = extract_offsets(settings)
